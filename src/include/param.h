@@ -1,0 +1,33 @@
+/* Every parameter lives in one table (params.def): name, type, default, help.
+ * Values come from the environment, read once. anyccl-info prints the table. */
+#ifndef ANYCCL_PARAM_H
+#define ANYCCL_PARAM_H
+
+#include <stdint.h>
+
+typedef enum { PARAM_INT, PARAM_STR } anycclParamType;
+
+typedef enum {
+#define ANYCCL_PARAM(id, name, type, deflt, help) PARAM_##id,
+#include "params.def"
+#undef ANYCCL_PARAM
+  PARAM_COUNT
+} anycclParamId;
+
+typedef struct {
+  const char* name;
+  anycclParamType type;
+  const char* deflt; /* as text; "" = unset */
+  const char* help;
+} anycclParamInfo;
+
+/* Integer value (default when unset or unparsable; a bad value WARNs once). */
+int64_t anycclParamInt(anycclParamId id);
+/* String value, or NULL when unset and the default is "". */
+const char* anycclParamStr(anycclParamId id);
+/* Table access for anyccl-info. */
+const anycclParamInfo* anycclParamTable(int* count);
+/* The value as text, as in effect now ("" if unset). */
+const char* anycclParamValueText(anycclParamId id, char* buf, int len);
+
+#endif
