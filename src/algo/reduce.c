@@ -1,0 +1,533 @@
+/* Element-wise reduction for every NCCL type and device op (see reduce.h).
+ *
+ * Layout of this file:
+ *   1. scalar conversions between the narrow float formats and float/double
+ *      (branch-free where they sit in hot loops, so that gcc vectorises them);
+ *   2. one inline "element function" per (type, op): storage type in, storage
+ *      type out;
+ *   3. a macro that stamps out, per type, one loop per (op, flag) combination
+ *      and a switch that picks the loop once per call (no per-element branch
+ *      on flags or op);
+ *   4. anycclReduce(): turns (op, flags, in1 == NULL) into a kernel kind,
+ *      handles plain copies and misaligned pointers, and dispatches by type.
+ *
+ * Semantics chosen here (the tests in tests/reduce/ check them bit for bit):
+ *   - Integers: two's complement wraparound (computed on unsigned types);
+ *     SumPostDiv divides the wrapped sum by the divisor with C truncation
+ *     toward zero (a signed division for the signed types). Divisor 0 counts
+ *     as 1.
+ *   - fp32/fp64: plain IEEE operations in the type, no FMA contraction:
+ *     PreMulSum is (s*a) + (s*b), each operation rounded; SumPostDiv is
+ *     (a+b) / divisor.
+ *   - fp16, bf16, fp8: one rounding (to nearest, ties to even) of the exact
+ *     result of the op, including PreMulSum (s*a + s*b rounded once). For
+ *     SumPostDiv, out1 gets round(a+b) and out0 gets round(round(a+b)/divisor)
+ *     (the rounded result divided, as with the other types).
+ *     fp16 and bf16 overflow to infinity; fp8 e4m3 and e5m2 saturate to the
+ *     largest finite value (448, 57344) on overflow and for infinite results
+ *     (e5m2 +-inf becomes +-57344, as __NV_SATFINITE); NaN stays NaN.
+ *   - Max/Min on floats ignore a NaN operand (NaN only if both are NaN), like
+ *     fmax/fmin, and order -0 below +0: max(-0,+0) = +0, min(-0,+0) = -0
+ *     (IEEE 754-2019 maximumNumber/minimumNumber), so they are commutative.
+ *   - Flags that do not belong to the op (PREMUL_* outside PreMulSum,
+ *     POSTDIV_OUT0 outside SumPostDiv) are ignored. With in1 == NULL and no
+ *     flag in effect, the data is copied bit for bit (no canonicalisation).
+ *   - Pointers need not be aligned, not even to the element size (misaligned
+ *     ones go through an aligned bounce buffer).
+ *   - Subnormals assume the default floating-point environment (no FTZ/DAZ,
+ *     round to nearest).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "reduce.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+/* gnu11 allows -ffp-contract=fast; the results must not depend on whether
+ * the target has FMA. */
+#pragma GCC optimize("fp-contract=off")
+#define IVDEP _Pragma("GCC ivdep")
+#elif defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#define IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define IVDEP
+#endif
+
+#define AI static inline __attribute__((always_inline))
+
+/* Hot loops get an AVX2 clone next to the baseline one where the toolchain
+ * and libc support ifuncs; the results are bitwise the same in both. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__) && !defined(ANYCCL_NO_MULTIVERSION) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define HOT
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Bit casts                                                                 */
+
+AI uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+AI float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+AI uint64_t d2u(double d) {
+  uint64_t u;
+  memcpy(&u, &d, 8);
+  return u;
+}
+AI double u2d(uint64_t u) {
+  double d;
+  memcpy(&d, &u, 8);
+  return d;
+}
+
+/* Branch-free select: c ? x : y. gcc sinks a float op that feeds only one
+ * arm of a ?: into a branch and then cannot if-convert it (the op might trap),
+ * which stops vectorisation; masks keep the loop straight-line. */
+AI uint32_t sel32(int c, uint32_t x, uint32_t y) {
+  uint32_t m = (uint32_t)0 - (uint32_t)(c != 0);
+  return (x & m) | (y & ~m);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Narrow formats. E exponent bits, M mantissa bits, BIAS exponent bias.
+ * fp16: 1-5-10 bias 15, inf/NaN at exponent 31.
+ * bf16: 1-8-7 bias 127, inf/NaN at exponent 255.
+ * e4m3 (OCP "FN"): 1-4-3 bias 7, no inf, S.1111.111 is NaN, max 448 (0x7e).
+ * e5m2: 1-5-2 bias 15, IEEE-like inf (0x7c) and NaN, max 57344 (0x7b). */
+
+/* narrow -> float, exact, branch-free. E4M3 selects the e4m3 special rule. */
+AI float nar2f(uint32_t x, int E, int M, int BIAS, int E4M3) {
+  uint32_t sign = (x >> (E + M)) << 31;
+  uint32_t a = x & ((1u << (E + M)) - 1);
+  uint32_t normal = (a << (23 - M)) + ((uint32_t)(127 - BIAS) << 23);
+  /* subnormal: 2^(1-BIAS) * (1 + a/2^M) - 2^(1-BIAS) = a * 2^(1-BIAS-M) */
+  uint32_t magic = (uint32_t)(128 - BIAS) << 23;
+  uint32_t sub = f2u(u2f(magic | (a << (23 - M))) - u2f(magic));
+  uint32_t r = sel32(a < (1u << M), sub, normal);
+  if (E4M3)
+    r = sel32(a == 0x7f, 0x7fc00000u, r);
+  else
+    r = sel32(a >= (((1u << E) - 1) << M), (a << (23 - M)) | 0x7f800000u, r);
+  return u2f(sign | r);
+}
+
+/* float -> narrow, round to nearest even, branch-free. Codes above MAXC turn
+ * into OVF (infinity, or MAXC itself when saturating); NaN into NANC. */
+AI uint32_t f2nar(float f, int E, int M, int BIAS, uint32_t MAXC, uint32_t OVF, uint32_t NANC) {
+  uint32_t u = f2u(f);
+  uint32_t a = u & 0x7fffffffu;
+  uint32_t sign = (u >> 31) << (E + M);
+  /* normal: rebias the exponent, add the rounding increment, shift */
+  uint32_t t = a - ((uint32_t)(127 - BIAS) << 23);
+  t += ((1u << (22 - M)) - 1) + ((a >> (23 - M)) & 1);
+  uint32_t cn = t >> (23 - M);
+  /* subnormal: adding 2^(1-BIAS-M+23) makes the FPU round at the subnormal
+   * unit 2^(1-BIAS-M); the low bits are then the code (may carry to the
+   * smallest normal, which is the right code too). */
+  uint32_t mb = (uint32_t)(128 - BIAS - M + 23) << 23;
+  uint32_t cs = f2u(u2f(a) + u2f(mb)) - mb;
+  uint32_t code = sel32(a < ((uint32_t)(128 - BIAS) << 23), cs, cn);
+  code = sel32(code > MAXC, OVF, code);
+  code = sel32(a > 0x7f800000u, NANC, code);
+  return sign | code;
+}
+
+AI float h2f(uint16_t x) { return nar2f(x, 5, 10, 15, 0); }
+AI uint16_t f2h(float f) { return (uint16_t)f2nar(f, 5, 10, 15, 0x7bff, 0x7c00, 0x7e00); }
+AI float b2f(uint16_t x) { return u2f((uint32_t)x << 16); }
+AI uint16_t f2b(float f) {
+  uint32_t a = f2u(f);
+  uint32_t r = (a + 0x7fffu + ((a >> 16) & 1)) >> 16; /* carries into exponent/inf correctly */
+  r = sel32((a & 0x7fffffffu) > 0x7f800000u, (a >> 16) | 0x40u, r);
+  return (uint16_t)r;
+}
+AI float e4f(uint8_t x) { return nar2f(x, 4, 3, 7, 1); }
+AI uint8_t f2e4(float f) { return (uint8_t)f2nar(f, 4, 3, 7, 0x7e, 0x7e, 0x7f); }
+AI float e5f(uint8_t x) { return nar2f(x, 5, 2, 15, 0); }
+AI uint8_t f2e5(float f) { return (uint8_t)f2nar(f, 5, 2, 15, 0x7b, 0x7b, 0x7f); }
+
+/* double -> narrow, round to nearest even, for any double. */
+AI uint32_t d2nar(double d, int E, int M, int BIAS, uint32_t MAXC, uint32_t OVF, uint32_t NANC) {
+  uint64_t u = d2u(d);
+  uint64_t a = u & 0x7fffffffffffffffull;
+  uint32_t sign = (uint32_t)(u >> 63) << (E + M);
+  if (a > 0x7ff0000000000000ull) return sign | NANC;
+  int e = (int)(a >> 52) - 1023; /* double subnormals: -1023, far below any narrow subnormal */
+  int emin = 1 - BIAS;
+  if (e < emin - M - 1) return sign; /* below half the smallest subnormal: +-0 */
+  if (e > 1000) return sign | OVF;   /* huge or inf; keeps the shifts below in range */
+  uint64_t sig = (a & 0x000fffffffffffffull) | (1ull << 52);
+  int shift = 52 - M + (e < emin ? emin - e : 0); /* <= 53 */
+  uint64_t q = sig >> shift;
+  uint64_t rem = sig & ((1ull << shift) - 1), half = 1ull << (shift - 1);
+  q += (rem > half) | ((rem == half) & (q & 1));
+  /* normal: exponent field (e+BIAS) on top of q, whose implicit bit adds one;
+   * a carry out of the mantissa moves the exponent up, as it should */
+  uint64_t code = (e < emin) ? q : ((uint64_t)(e + BIAS - 1) << M) + q;
+  if (code > MAXC) code = OVF;
+  return sign | (uint32_t)code;
+}
+AI uint16_t d2h(double d) { return (uint16_t)d2nar(d, 5, 10, 15, 0x7bff, 0x7c00, 0x7e00); }
+AI uint16_t d2b(double d) { return (uint16_t)d2nar(d, 8, 7, 127, 0x7f7f, 0x7f80, 0x7fc0); }
+AI uint8_t d2e4(double d) { return (uint8_t)d2nar(d, 4, 3, 7, 0x7e, 0x7e, 0x7f); }
+AI uint8_t d2e5(double d) { return (uint8_t)d2nar(d, 5, 2, 15, 0x7b, 0x7b, 0x7f); }
+
+/* x + y rounded to odd: if the sum is inexact and came out with an even
+ * last bit, step one ulp towards the exact value. Rounding the result once
+ * more to a format with at most 51 significand bits is then correct. */
+AI double sum_odd(double x, double y) {
+  double s = x + y;
+  double bb = s - x;
+  double err = (x - (s - bb)) + (y - bb); /* exact error (TwoSum) */
+  uint64_t u = d2u(s);
+  if (err != 0 && (u & 0x7ff0000000000000ull) != 0x7ff0000000000000ull && !(u & 1))
+    u += ((err > 0) == (s > 0)) ? 1 : (uint64_t)-1;
+  return u2d(u);
+}
+/* v / d rounded to odd (d > 0). */
+static inline double div_odd(double v, double d) {
+  double q = v / d;
+  uint64_t u = d2u(q);
+  if ((u & 0x7ff0000000000000ull) == 0x7ff0000000000000ull || q == 0) return q;
+  double r = fma(-q, d, v); /* exact remainder */
+  if (r != 0 && !(u & 1)) u += ((r > 0) == (q > 0)) ? 1 : (uint64_t)-1;
+  return u2d(u);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Public scalar conversions                                                 */
+
+float anycclHalfToFloat(uint16_t h) { return h2f(h); }
+uint16_t anycclFloatToHalf(float f) { return f2h(f); }
+float anycclBf16ToFloat(uint16_t b) { return b2f(b); }
+uint16_t anycclFloatToBf16(float f) { return f2b(f); }
+float anycclFp8e4m3ToFloat(uint8_t v) { return e4f(v); }
+uint8_t anycclFloatToFp8e4m3(float f) { return f2e4(f); }
+float anycclFp8e5m2ToFloat(uint8_t v) { return e5f(v); }
+uint8_t anycclFloatToFp8e5m2(float f) { return f2e5(f); }
+uint16_t anycclDoubleToHalf(double d) { return d2h(d); }
+uint16_t anycclDoubleToBf16(double d) { return d2b(d); }
+uint8_t anycclDoubleToFp8e4m3(double d) { return d2e4(d); }
+uint8_t anycclDoubleToFp8e5m2(double d) { return d2e5(d); }
+
+/* ------------------------------------------------------------------------- */
+/* Names and sizes                                                           */
+
+size_t anycclTypeSize(ncclDataType_t type) {
+  switch (type) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
+    default: return 0;
+  }
+}
+
+const char* anycclTypeName(ncclDataType_t type) {
+  static const char* const names[ncclNumTypes] = {"int8",   "uint8", "int32",  "uint32",   "int64",  "uint64",
+                                                  "half",   "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+  if ((int)type < 0 || (int)type >= ncclNumTypes) return "unknown";
+  return names[type];
+}
+
+const char* anycclOpName(ncclRedOp_t op) {
+  static const char* const names[ncclNumOps] = {"sum", "prod", "max", "min", "avg"};
+  if ((int)op < 0) return "unknown";
+  if ((int)op >= ncclNumOps) return "premulsum";
+  return names[op];
+}
+
+/* ------------------------------------------------------------------------- */
+/* Element functions. Per type P: P_add, P_mul, P_max, P_min, P_pms11 (both
+ * inputs premultiplied), P_pms10 (first only), P_scale (unary premul),
+ * P_div (post-division of a result). */
+
+typedef struct {
+  float sf, df;     /* scalar and divisor as float (fp32) */
+  double sd, dd;    /* scalar and divisor as double (fp64, narrow, small ints) */
+  uint64_t su, du;  /* raw scalar bits and divisor (integers) */
+} rctx;
+
+/* Integers: storage is the unsigned type; signed types reinterpret for
+ * comparison and division only. */
+#define DEF_INT(P, U, S)                                                                              \
+  AI U P##_add(U a, U b, const rctx* c) { return (U)(a + b); }                                        \
+  AI U P##_mul(U a, U b, const rctx* c) { return (U)((U)a * (U)b); }                                  \
+  AI U P##_max(U a, U b, const rctx* c) { return (S)a > (S)b ? a : b; }                               \
+  AI U P##_min(U a, U b, const rctx* c) { return (S)a < (S)b ? a : b; }                               \
+  AI U P##_pms11(U a, U b, const rctx* c) { return (U)((U)((U)c->su * a) + (U)((U)c->su * b)); }      \
+  AI U P##_pms10(U a, U b, const rctx* c) { return (U)((U)((U)c->su * a) + b); }                      \
+  AI U P##_scale(U a, const rctx* c) { return (U)((U)c->su * a); }
+
+/* 8/32-bit: a double quotient truncates to the exact integer quotient
+ * (|v| < 2^32 so v/d is at least 1/d away from the next integer, far more
+ * than double's relative error); this vectorises, integer division does not. */
+DEF_INT(i8, uint8_t, int8_t)
+AI uint8_t i8_div(uint8_t v, const rctx* c) { return (uint8_t)(int32_t)((double)(int8_t)v / c->dd); }
+DEF_INT(u8, uint8_t, uint8_t)
+AI uint8_t u8_div(uint8_t v, const rctx* c) { return (uint8_t)(int32_t)((double)v / c->dd); }
+DEF_INT(i32, uint32_t, int32_t)
+AI uint32_t i32_div(uint32_t v, const rctx* c) { return (uint32_t)(int32_t)((double)(int32_t)v / c->dd); }
+DEF_INT(u32, uint32_t, uint32_t)
+AI uint32_t u32_div(uint32_t v, const rctx* c) { return (uint32_t)(int64_t)((double)v / c->dd); }
+DEF_INT(i64, uint64_t, int64_t)
+AI uint64_t i64_div(uint64_t v, const rctx* c) { return (uint64_t)((int64_t)v / (int64_t)c->du); }
+DEF_INT(u64, uint64_t, uint64_t)
+AI uint64_t u64_div(uint64_t v, const rctx* c) { return v / c->du; }
+
+/* IEEE types. Max/Min: NaN-ignoring, -0 < +0 (equal operands: the AND of the
+ * bit patterns is +0 if either zero is +0, the OR is -0 if either is -0). */
+#define DEF_FLT(P, T, BITS, TOU, FROMU, S, D)                        \
+  AI T P##_add(T a, T b, const rctx* c) { return a + b; }            \
+  AI T P##_mul(T a, T b, const rctx* c) { return a * b; }            \
+  AI T P##_max(T a, T b, const rctx* c) {                            \
+    T r = a > b ? a : b;                                             \
+    r = (b != b) ? a : r;                                            \
+    return (a == b) ? FROMU(TOU(a) & TOU(b)) : r;                    \
+  }                                                                  \
+  AI T P##_min(T a, T b, const rctx* c) {                            \
+    T r = a < b ? a : b;                                             \
+    r = (b != b) ? a : r;                                            \
+    return (a == b) ? FROMU(TOU(a) | TOU(b)) : r;                    \
+  }                                                                  \
+  AI T P##_pms11(T a, T b, const rctx* c) {                          \
+    T x = c->S * a, y = c->S * b;                                    \
+    return x + y;                                                    \
+  }                                                                  \
+  AI T P##_pms10(T a, T b, const rctx* c) {                          \
+    T x = c->S * a;                                                  \
+    return x + b;                                                    \
+  }                                                                  \
+  AI T P##_scale(T a, const rctx* c) { return c->S * a; }            \
+  AI T P##_div(T v, const rctx* c) { return v / c->D; }
+
+DEF_FLT(f32, float, 32, f2u, u2f, sf, df)
+DEF_FLT(f64, double, 64, d2u, u2d, sd, dd)
+
+/* Narrow floats. Sums go through float: a sum of two values of a format with
+ * p <= 11 significand bits is either exact in float or its float rounding
+ * error is far from any midpoint of the narrow format (the smaller operand
+ * is then below 2^-13 of the result), so rounding the float once more is
+ * correct. Products are exact in float (fp16, fp8) or double (bf16).
+ * PreMulSum sums products, which can sit exactly on a midpoint, so it uses a
+ * double sum rounded to odd. Max/Min select one of the input codes. */
+#define DEF_NARROW(P, T, TOF, FROMF, FROMD, MULT, SATINF)                                     \
+  AI T P##_add(T a, T b, const rctx* c) { return FROMF(TOF(a) + TOF(b)); }                    \
+  AI T P##_mul(T a, T b, const rctx* c) { return MULT(a, b); }                                \
+  AI T P##_max(T a, T b, const rctx* c) {                                                     \
+    float x = TOF(a), y = TOF(b);                                                             \
+    T r = x > y ? a : b;                                                                      \
+    r = (y != y) ? a : r;                                                                     \
+    r = (x == y) ? (T)(a & b) : r;                                                            \
+    return SATINF(r);                                                                         \
+  }                                                                                           \
+  AI T P##_min(T a, T b, const rctx* c) {                                                     \
+    float x = TOF(a), y = TOF(b);                                                             \
+    T r = x < y ? a : b;                                                                      \
+    r = (y != y) ? a : r;                                                                     \
+    r = (x == y) ? (T)(a | b) : r;                                                            \
+    return SATINF(r);                                                                         \
+  }                                                                                           \
+  AI T P##_pms11(T a, T b, const rctx* c) {                                                   \
+    return FROMD(sum_odd(c->sd * (double)TOF(a), c->sd * (double)TOF(b)));                   \
+  }                                                                                           \
+  AI T P##_pms10(T a, T b, const rctx* c) { return FROMD(sum_odd(c->sd * (double)TOF(a), (double)TOF(b))); } \
+  AI T P##_scale(T a, const rctx* c) { return FROMD(c->sd * (double)TOF(a)); }               \
+  AI T P##_div(T v, const rctx* c) { return FROMD(div_odd((double)TOF(v), c->dd)); }
+
+#define NOSAT(r) (r)
+#define SAT_E5(r) ((((r) & 0x7f) == 0x7c) ? (uint8_t)(((r) & 0x80) | 0x7b) : (r))
+#define MUL_H(a, b) f2h(h2f(a) * h2f(b))
+#define MUL_B(a, b) d2b((double)b2f(a) * (double)b2f(b))
+#define MUL_E4(a, b) f2e4(e4f(a) * e4f(b))
+#define MUL_E5(a, b) f2e5(e5f(a) * e5f(b))
+DEF_NARROW(f16, uint16_t, h2f, f2h, d2h, MUL_H, NOSAT)
+DEF_NARROW(bf16, uint16_t, b2f, f2b, d2b, MUL_B, NOSAT)
+DEF_NARROW(e4, uint8_t, e4f, f2e4, d2e4, MUL_E4, NOSAT)
+DEF_NARROW(e5, uint8_t, e5f, f2e5, d2e5, MUL_E5, SAT_E5)
+
+/* ------------------------------------------------------------------------- */
+/* Loops                                                                     */
+
+enum { K_COPY = 0, K_ADD, K_MUL, K_MAX, K_MIN, K_PMS11, K_PMS10, K_PMS01, K_SCALE, K_ADD_DIV, K_DIV };
+
+/* v = EXPR(i); out0 = OUT0(v); out1 = v. Two loops so that neither tests out1. */
+#define LOOP2(T, EXPR, OUT0)                                                 \
+  do {                                                                       \
+    if (o1) {                                                                \
+      IVDEP for (size_t i = 0; i < n; i++) {                                 \
+        T v = EXPR;                                                          \
+        o0[i] = OUT0;                                                        \
+        o1[i] = v;                                                           \
+      }                                                                      \
+    } else {                                                                 \
+      IVDEP for (size_t i = 0; i < n; i++) {                                 \
+        T v = EXPR;                                                          \
+        o0[i] = OUT0;                                                        \
+      }                                                                      \
+    }                                                                        \
+  } while (0)
+
+/* One loop function per (type, kind): small functions keep the vectoriser's
+ * work local and give each its own target clone. */
+#define DEF_KERNEL(P, T, K, EXPR, OUT0)                                                        \
+  static HOT __attribute__((noinline)) void P##_k_##K(size_t n, const T* a, const T* b, T* o0, T* o1, const rctx* cp) { \
+    const rctx cc = *cp;                                                                       \
+    const rctx* c = &cc;                                                                       \
+    (void)c;                                                                                   \
+    (void)b;                                                                                   \
+    LOOP2(T, EXPR, OUT0);                                                                      \
+  }
+
+#define DEF_TYPE(P, T)                                                                         \
+  DEF_KERNEL(P, T, add, P##_add(a[i], b[i], c), v)                                             \
+  DEF_KERNEL(P, T, mul, P##_mul(a[i], b[i], c), v)                                             \
+  DEF_KERNEL(P, T, max, P##_max(a[i], b[i], c), v)                                             \
+  DEF_KERNEL(P, T, min, P##_min(a[i], b[i], c), v)                                             \
+  DEF_KERNEL(P, T, pms11, P##_pms11(a[i], b[i], c), v)                                         \
+  DEF_KERNEL(P, T, pms10, P##_pms10(a[i], b[i], c), v)                                         \
+  DEF_KERNEL(P, T, pms01, P##_pms10(b[i], a[i], c), v)                                         \
+  DEF_KERNEL(P, T, scale, P##_scale(a[i], c), v)                                               \
+  DEF_KERNEL(P, T, adddiv, P##_add(a[i], b[i], c), P##_div(v, c))                              \
+  DEF_KERNEL(P, T, div, a[i], P##_div(v, c))                                                   \
+  static void P##_run(int k, size_t n, const void* a, const void* b, void* o0, void* o1, const rctx* c) { \
+    switch (k) {                                                                               \
+      case K_ADD: P##_k_add(n, a, b, o0, o1, c); break;                                        \
+      case K_MUL: P##_k_mul(n, a, b, o0, o1, c); break;                                        \
+      case K_MAX: P##_k_max(n, a, b, o0, o1, c); break;                                        \
+      case K_MIN: P##_k_min(n, a, b, o0, o1, c); break;                                        \
+      case K_PMS11: P##_k_pms11(n, a, b, o0, o1, c); break;                                    \
+      case K_PMS10: P##_k_pms10(n, a, b, o0, o1, c); break;                                    \
+      case K_PMS01: P##_k_pms01(n, a, b, o0, o1, c); break;                                    \
+      case K_SCALE: P##_k_scale(n, a, b, o0, o1, c); break;                                    \
+      case K_ADD_DIV: P##_k_adddiv(n, a, b, o0, o1, c); break;                                 \
+      case K_DIV: P##_k_div(n, a, b, o0, o1, c); break;                                        \
+      default: break;                                                                          \
+    }                                                                                          \
+  }
+
+DEF_TYPE(i8, uint8_t)
+DEF_TYPE(u8, uint8_t)
+DEF_TYPE(i32, uint32_t)
+DEF_TYPE(u32, uint32_t)
+DEF_TYPE(i64, uint64_t)
+DEF_TYPE(u64, uint64_t)
+DEF_TYPE(f16, uint16_t)
+DEF_TYPE(f32, float)
+DEF_TYPE(f64, double)
+DEF_TYPE(bf16, uint16_t)
+DEF_TYPE(e4, uint8_t)
+DEF_TYPE(e5, uint8_t)
+
+/* ------------------------------------------------------------------------- */
+/* Entry point                                                               */
+
+static void makeCtx(const anycclRedOp* op, rctx* c) {
+  uint64_t s = op->scalar, d = op->divisor ? op->divisor : 1;
+  memset(c, 0, sizeof(*c));
+  c->su = s;
+  c->du = d;
+  c->dd = (double)d;
+  c->df = (float)d;
+  switch (op->type) {
+    case ncclFloat16: c->sd = h2f((uint16_t)s); break;
+    case ncclBfloat16: c->sd = b2f((uint16_t)s); break;
+    case ncclFloat8e4m3: c->sd = e4f((uint8_t)s); break;
+    case ncclFloat8e5m2: c->sd = e5f((uint8_t)s); break;
+    case ncclFloat32: c->sf = u2f((uint32_t)s); break;
+    case ncclFloat64: c->sd = u2d(s); break;
+    default: break;
+  }
+}
+
+static void runType(ncclDataType_t type, int k, size_t n, const void* a, const void* b, void* o0, void* o1,
+                    const rctx* c) {
+  switch (type) {
+    case ncclInt8: i8_run(k, n, a, b, o0, o1, c); break;
+    case ncclUint8: u8_run(k, n, a, b, o0, o1, c); break;
+    case ncclInt32: i32_run(k, n, a, b, o0, o1, c); break;
+    case ncclUint32: u32_run(k, n, a, b, o0, o1, c); break;
+    case ncclInt64: i64_run(k, n, a, b, o0, o1, c); break;
+    case ncclUint64: u64_run(k, n, a, b, o0, o1, c); break;
+    case ncclFloat16: f16_run(k, n, a, b, o0, o1, c); break;
+    case ncclFloat32: f32_run(k, n, a, b, o0, o1, c); break;
+    case ncclFloat64: f64_run(k, n, a, b, o0, o1, c); break;
+    case ncclBfloat16: bf16_run(k, n, a, b, o0, o1, c); break;
+    case ncclFloat8e4m3: e4_run(k, n, a, b, o0, o1, c); break;
+    case ncclFloat8e5m2: e5_run(k, n, a, b, o0, o1, c); break;
+    default: break;
+  }
+}
+
+void anycclReduce(const anycclRedOp* op, size_t n, const void* in0, const void* in1, void* out0, void* out1,
+                  unsigned flags) {
+  if (op == NULL || n == 0) return;
+  size_t es = anycclTypeSize(op->type);
+  if (es == 0) return;
+  int k;
+  switch (op->op) {
+    case anycclDevSum: k = in1 ? K_ADD : K_COPY; break;
+    case anycclDevProd: k = in1 ? K_MUL : K_COPY; break;
+    case anycclDevMax: k = in1 ? K_MAX : K_COPY; break;
+    case anycclDevMin: k = in1 ? K_MIN : K_COPY; break;
+    case anycclDevPreMulSum:
+      if (in1) {
+        static const int pm[4] = {K_ADD, K_PMS10, K_PMS01, K_PMS11};
+        k = pm[flags & (ANYCCL_RED_PREMUL_IN0 | ANYCCL_RED_PREMUL_IN1)];
+      } else {
+        k = (flags & ANYCCL_RED_PREMUL_IN0) ? K_SCALE : K_COPY;
+      }
+      break;
+    case anycclDevSumPostDiv:
+      if (in1)
+        k = (flags & ANYCCL_RED_POSTDIV_OUT0) ? K_ADD_DIV : K_ADD;
+      else
+        k = (flags & ANYCCL_RED_POSTDIV_OUT0) ? K_DIV : K_COPY;
+      break;
+    default: return;
+  }
+  size_t bytes = n * es;
+  if (k == K_COPY) {
+    if (out0 != in0) memcpy(out0, in0, bytes);
+    if (out1 && out1 != in0 && out1 != out0) memcpy(out1, in0, bytes);
+    return;
+  }
+  rctx c;
+  makeCtx(op, &c);
+  uintptr_t mis = ((uintptr_t)in0 | (uintptr_t)in1 | (uintptr_t)out0 | (uintptr_t)out1) & (es - 1);
+  if (mis == 0) {
+    runType(op->type, k, n, in0, in1, out0, out1, &c);
+    return;
+  }
+  /* Misaligned for the element type: bounce through aligned buffers. */
+  enum { CHUNK = 2048 };
+  _Alignas(64) unsigned char ta[CHUNK], tb[CHUNK], t0[CHUNK], t1[CHUNK];
+  size_t per = CHUNK / es;
+  for (size_t off = 0; off < n; off += per) {
+    size_t m = n - off < per ? n - off : per;
+    size_t bo = off * es, bl = m * es;
+    memcpy(ta, (const char*)in0 + bo, bl);
+    if (in1) memcpy(tb, (const char*)in1 + bo, bl);
+    runType(op->type, k, m, ta, in1 ? tb : NULL, t0, out1 ? t1 : NULL, &c);
+    memcpy((char*)out0 + bo, t0, bl);
+    if (out1) memcpy((char*)out1 + bo, t1, bl);
+  }
+}

@@ -1,0 +1,402 @@
+/* Algorithms, written once as schedules (see plan.h): each function turns
+ * one task into a phase of lanes. Nothing here touches memory or transports
+ * beyond picking which connection a lane uses. */
+#include <stdlib.h>
+#include <string.h>
+#include "checks.h"
+#include "comm.h"
+#include "param.h"
+#include "plan.h"
+
+#define STEP(rv, sd, i0, i1, o, ch, ic, oc) \
+  (struct anycclStep) { (rv), (sd), (i0), (i1), (o), 0, (int16_t)(ch), (int16_t)(ic), (int16_t)(oc) }
+
+static inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+static ncclResult_t allocLanes(struct anycclPhase* ph, int n) {
+  ANYCCL_CALLOC(ph->lanes, n > 0 ? n : 1);
+  ph->nlanes = 0;
+  return ncclSuccess;
+}
+
+/* ---- ring programs (one slice; conn 0 = recv from prev, 1 = send to next) -- */
+enum { RV = 0, SD = 1, NO = -1 };
+
+/* All-reduce: reduce-scatter then all-gather around the ring. Position p
+ * ends the first half holding the full reduction of block ring[p]. */
+static int ringAllReduce(const struct ncclComm* comm, struct anycclStep* s) {
+  int n = comm->nRanks, p = comm->ringPos, k = 0;
+  const int* ring = comm->ringOrder;
+  if (n == 1) {
+    s[k++] = STEP(NO, NO, BUF_IN, BUF_NONE, BUF_OUT, 0, 0, 0);
+    return k;
+  }
+  int c = ring[mod(p - 1, n)];
+  s[k++] = STEP(NO, SD, BUF_IN, BUF_NONE, BUF_NONE, c, c, c);
+  for (int j = 1; j < n - 1; j++) {
+    c = ring[mod(p - 1 - j, n)];
+    s[k++] = STEP(RV, SD, BUF_NONE, BUF_IN, BUF_NONE, c, c, c);
+  }
+  c = ring[p];
+  s[k++] = STEP(RV, SD, BUF_NONE, BUF_IN, BUF_OUT, c, c, c);
+  for (int j = 1; j < n - 1; j++) {
+    c = ring[mod(p - j, n)];
+    s[k++] = STEP(RV, SD, BUF_NONE, BUF_NONE, BUF_OUT, c, c, c);
+  }
+  c = ring[mod(p + 1, n)];
+  s[k++] = STEP(RV, NO, BUF_NONE, BUF_NONE, BUF_OUT, c, c, c);
+  return k;
+}
+
+/* Reduce-scatter: the first half of the all-reduce; the result block of
+ * rank ring[p] lands in BUF_OUT block 0. */
+static int ringReduceScatter(const struct ncclComm* comm, struct anycclStep* s) {
+  int n = comm->nRanks, p = comm->ringPos, k = 0;
+  const int* ring = comm->ringOrder;
+  if (n == 1) {
+    s[k++] = STEP(NO, NO, BUF_IN, BUF_NONE, BUF_OUT, 0, 0, 0);
+    return k;
+  }
+  int c = ring[mod(p - 1, n)];
+  s[k++] = STEP(NO, SD, BUF_IN, BUF_NONE, BUF_NONE, c, c, 0);
+  for (int j = 1; j < n - 1; j++) {
+    c = ring[mod(p - 1 - j, n)];
+    s[k++] = STEP(RV, SD, BUF_NONE, BUF_IN, BUF_NONE, c, c, 0);
+  }
+  c = ring[p];
+  s[k++] = STEP(RV, NO, BUF_NONE, BUF_IN, BUF_OUT, c, c, 0);
+  return k;
+}
+
+/* All-gather: each block travels n-1 hops; BUF_IN is one block. */
+static int ringAllGather(const struct ncclComm* comm, struct anycclStep* s) {
+  int n = comm->nRanks, p = comm->ringPos, k = 0;
+  const int* ring = comm->ringOrder;
+  int c = ring[p];
+  s[k++] = STEP(NO, n > 1 ? SD : NO, BUF_IN, BUF_NONE, BUF_OUT, c, 0, c);
+  for (int j = 1; j < n; j++) {
+    c = ring[mod(p - j, n)];
+    s[k++] = STEP(RV, j < n - 1 ? SD : NO, BUF_NONE, BUF_NONE, BUF_OUT, c, 0, c);
+  }
+  return k;
+}
+
+/* Broadcast: a pipelined chain from the root along the ring. */
+static int chainBroadcast(const struct ncclComm* comm, int root, int inPlace, struct anycclStep* s) {
+  int n = comm->nRanks;
+  int rootPos = 0;
+  for (int i = 0; i < n; i++)
+    if (comm->ringOrder[i] == root) rootPos = i;
+  int d = mod(comm->ringPos - rootPos, n);
+  if (d == 0) s[0] = STEP(NO, n > 1 ? SD : NO, BUF_IN, BUF_NONE, inPlace ? BUF_NONE : BUF_OUT, 0, 0, 0);
+  else s[0] = STEP(RV, d < n - 1 ? SD : NO, BUF_NONE, BUF_NONE, BUF_OUT, 0, 0, 0);
+  if (d == 0 && n == 1 && inPlace) s[0].out = BUF_OUT; /* a no-op copy, kept for uniformity */
+  return 1;
+}
+
+/* Reduce: a pipelined chain along the ring that ends at the root. */
+static int chainReduce(const struct ncclComm* comm, int root, struct anycclStep* s) {
+  int n = comm->nRanks;
+  int rootPos = 0;
+  for (int i = 0; i < n; i++)
+    if (comm->ringOrder[i] == root) rootPos = i;
+  int d = mod(comm->ringPos - rootPos - 1, n); /* root is last (d = n-1) */
+  if (n == 1) s[0] = STEP(NO, NO, BUF_IN, BUF_NONE, BUF_OUT, 0, 0, 0);
+  else if (d == 0) s[0] = STEP(NO, SD, BUF_IN, BUF_NONE, BUF_NONE, 0, 0, 0);
+  else if (d < n - 1) s[0] = STEP(RV, SD, BUF_NONE, BUF_IN, BUF_NONE, 0, 0, 0);
+  else s[0] = STEP(RV, NO, BUF_NONE, BUF_IN, BUF_OUT, 0, 0, 0);
+  return 1;
+}
+
+/* ---- direct (one-shot) programs over the all-pairs mesh ------------------
+ * conn q = recv from rank q, conn n+q = send to rank q. Reductions run in
+ * rank order on every rank so that all ranks get bitwise the same result. */
+static int directReduceInto(const struct ncclComm* comm, struct anycclStep* s, int k) {
+  int n = comm->nRanks, r = comm->rank;
+  for (int j = 0; j < n; j++) {
+    int last = j == n - 1;
+    uint8_t out = last ? BUF_OUT : BUF_SCRATCH;
+    uint8_t acc = j == 0 ? BUF_NONE : BUF_SCRATCH;
+    if (j == r) s[k++] = STEP(NO, NO, BUF_IN, acc, out, 0, 0, 0);
+    else s[k++] = STEP(j, NO, BUF_NONE, acc, out, 0, 0, 0);
+  }
+  return k;
+}
+
+static int directAllReduce(const struct ncclComm* comm, struct anycclStep* s) {
+  int n = comm->nRanks, r = comm->rank, k = 0;
+  for (int i = 1; i < n; i++) {
+    int q = (r + i) % n;
+    s[k++] = STEP(NO, n + q, BUF_IN, BUF_NONE, BUF_NONE, 0, 0, 0);
+  }
+  return directReduceInto(comm, s, k);
+}
+
+static int directReduce(const struct ncclComm* comm, int root, struct anycclStep* s) {
+  int n = comm->nRanks;
+  if (comm->rank != root) {
+    s[0] = STEP(NO, n + root, BUF_IN, BUF_NONE, BUF_NONE, 0, 0, 0);
+    return 1;
+  }
+  return directReduceInto(comm, s, 0);
+}
+
+static int directBroadcast(const struct ncclComm* comm, int root, int inPlace, struct anycclStep* s) {
+  int n = comm->nRanks, r = comm->rank, k = 0;
+  if (r != root) {
+    s[0] = STEP(root, NO, BUF_NONE, BUF_NONE, BUF_OUT, 0, 0, 0);
+    return 1;
+  }
+  for (int i = 1; i < n; i++) s[k++] = STEP(NO, n + (r + i) % n, BUF_IN, BUF_NONE, BUF_NONE, 0, 0, 0);
+  if (!inPlace) s[k++] = STEP(NO, NO, BUF_IN, BUF_NONE, BUF_OUT, 0, 0, 0);
+  return k;
+}
+
+/* ---- lanes --------------------------------------------------------------- */
+static size_t alignElems(size_t elemSize) { return 512 / elemSize; }
+
+/* One lane per channel, each taking a share of every block's offsets. */
+static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, struct anycclStep* steps, int nsteps,
+                              size_t lenTotal, size_t lenStride, size_t inStride, size_t outStride) {
+  size_t es = ph->elemSize;
+  size_t align = alignElems(es);
+  size_t slice = comm->slotBytes / es;
+  int nch = comm->nChannels;
+  size_t perBlockBytes = lenStride * es;
+  if ((size_t)nch > perBlockBytes / (64 << 10)) nch = (int)(perBlockBytes / (64 << 10));
+  if (nch < 1) nch = 1;
+  size_t part = (lenStride + nch - 1) / nch;
+  part = (part + align - 1) / align * align;
+  NCCLCHECK(allocLanes(ph, nch));
+  for (int ch = 0; ch < nch; ch++) {
+    struct anycclLane* l = &ph->lanes[ph->nlanes++];
+    l->kind = LANE_STEPS;
+    l->steps = steps;
+    l->nsteps = nsteps;
+    l->nconns = 2;
+    l->conns[RV] = &comm->ringRecv[ch];
+    l->conns[SD] = &comm->ringSend[ch];
+    l->lenTotal = lenTotal;
+    l->lenStride = lenStride;
+    l->inStride = inStride;
+    l->outStride = outStride;
+    l->begin = l->pos = (size_t)ch * part;
+    l->end = l->begin + part < lenStride ? l->begin + part : lenStride;
+    l->slice = slice;
+    l->scratch = comm->scratch + (size_t)ch * comm->slotBytes;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t directLane(struct ncclComm* comm, struct anycclPhase* ph, struct anycclStep* steps, int nsteps,
+                               size_t count) {
+  int n = comm->nRanks;
+  NCCLCHECK(allocLanes(ph, 1));
+  struct anycclLane* l = &ph->lanes[ph->nlanes++];
+  l->kind = LANE_STEPS;
+  l->steps = steps;
+  l->nsteps = nsteps;
+  l->nconns = 2 * n;
+  for (int q = 0; q < n; q++) {
+    l->conns[q] = q == comm->rank ? NULL : &comm->p2pRecv[q];
+    l->conns[n + q] = q == comm->rank ? NULL : &comm->p2pSend[q];
+  }
+  l->lenTotal = l->lenStride = count;
+  l->begin = l->pos = 0;
+  l->end = count;
+  l->slice = comm->slotBytes / ph->elemSize;
+  l->scratch = comm->scratch;
+  return ncclSuccess;
+}
+
+static void addP2pLane(struct anycclPhase* ph, int kind, struct anycclConn* conn, struct anycclP2pOp* ops, int nops) {
+  struct anycclLane* l = &ph->lanes[ph->nlanes++];
+  l->kind = kind;
+  l->conn = conn;
+  l->ops = ops;
+  l->nops = nops;
+}
+
+/* All-to-all, gather and scatter: concurrent transfers, one lane per peer. */
+static ncclResult_t p2pCollLanes(struct ncclComm* comm, struct anycclPhase* ph, const struct anycclTask* t) {
+  int n = comm->nRanks, r = comm->rank;
+  size_t bytes = t->count * ph->elemSize;
+  struct anycclP2pOp* ops;
+  ANYCCL_CALLOC(ops, 2 * n + 2);
+  NCCLCHECK(allocLanes(ph, 2 * n + 1));
+  ph->p2pOps = ops;
+  int k = 0;
+  int sendTo = t->func == FUNC_ALLTOALL || (t->func == FUNC_SCATTER && r == t->root);
+  int recvFrom = t->func == FUNC_ALLTOALL || (t->func == FUNC_GATHER && r == t->root);
+  for (int i = 0; i < n; i++) {
+    int q = (r + i) % n;
+    char* src = NULL;
+    char* dst = NULL;
+    if (sendTo) src = ph->in + (size_t)q * bytes;
+    else if (t->func == FUNC_GATHER && q == t->root) src = ph->in;
+    if (recvFrom) dst = ph->out + (size_t)q * bytes;
+    else if (t->func == FUNC_SCATTER && q == t->root) dst = ph->out;
+    if (q == r) {
+      if (src && dst) {
+        ops[k] = (struct anycclP2pOp){src, bytes};
+        ops[k + 1] = (struct anycclP2pOp){dst, bytes};
+        addP2pLane(ph, LANE_COPY, NULL, &ops[k], 2);
+        k += 2;
+      }
+      continue;
+    }
+    if (bytes == 0) continue;
+    if (src) {
+      ops[k] = (struct anycclP2pOp){src, bytes};
+      addP2pLane(ph, LANE_P2P_SEND, &comm->p2pSend[q], &ops[k++], 1);
+    }
+    if (dst) {
+      ops[k] = (struct anycclP2pOp){dst, bytes};
+      addP2pLane(ph, LANE_P2P_RECV, &comm->p2pRecv[q], &ops[k++], 1);
+    }
+  }
+  return ncclSuccess;
+}
+
+static int pickDirect(struct ncclComm* comm, size_t bytes) {
+  if (comm->nRanks < 2 || 2 * comm->nRanks > ANYCCL_MAX_LANE_CONNS) return 0;
+  if (comm->forceAlgo >= 0) return comm->forceAlgo == ANYCCL_ALGO_DIRECT;
+  return bytes <= comm->directThreshold;
+}
+
+static const char* funcNames[FUNC_COUNT] = {"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
+                                            "AlltoAll", "Gather", "Scatter", "Send", "Recv"};
+const char* anycclFuncName(int func) { return funcNames[func]; }
+
+ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, struct anycclPhase* ph) {
+  int n = comm->nRanks;
+  size_t es = anycclTypeSize(t->type);
+  size_t count = t->count;
+  ph->elemSize = es;
+  ph->in = (char*)t->sendbuff;
+  ph->out = (char*)t->recvbuff;
+  ph->op.type = t->type;
+  ph->op.op = anycclDevSum;
+  int reduceFunc = t->func == FUNC_ALLREDUCE || t->func == FUNC_REDUCE || t->func == FUNC_REDUCESCATTER;
+  if (reduceFunc) {
+    NCCLCHECK(anycclResolveOp(comm, t->op, t->type, &ph->op));
+    ph->reduce = 1;
+  }
+  if (t->func == FUNC_ALLTOALL || t->func == FUNC_GATHER || t->func == FUNC_SCATTER) {
+    ph->what = funcNames[t->func];
+    return p2pCollLanes(comm, ph, t);
+  }
+  int maxSteps = 2 * n + 2;
+  struct anycclStep* steps;
+  ANYCCL_CALLOC(steps, maxSteps);
+  ph->steps = steps;
+  size_t bytes = count * es;
+  int direct = 0, nsteps = 0;
+  switch (t->func) {
+    case FUNC_ALLREDUCE: {
+      direct = pickDirect(comm, bytes);
+      if (direct) {
+        nsteps = directAllReduce(comm, steps);
+        NCCLCHECK(directLane(comm, ph, steps, nsteps, count));
+      } else {
+        size_t align = alignElems(es);
+        size_t block = (count + n - 1) / n;
+        if (block > align) block = (block + align - 1) / align * align;
+        nsteps = ringAllReduce(comm, steps);
+        NCCLCHECK(ringLanes(comm, ph, steps, nsteps, count, block, block, block));
+      }
+      break;
+    }
+    case FUNC_REDUCESCATTER:
+      nsteps = ringReduceScatter(comm, steps);
+      NCCLCHECK(ringLanes(comm, ph, steps, nsteps, (size_t)n * count, count, count, 0));
+      break;
+    case FUNC_ALLGATHER:
+      nsteps = ringAllGather(comm, steps);
+      NCCLCHECK(ringLanes(comm, ph, steps, nsteps, (size_t)n * count, count, 0, count));
+      break;
+    case FUNC_BROADCAST: {
+      int inPlace = t->sendbuff == t->recvbuff;
+      direct = pickDirect(comm, bytes);
+      if (direct) {
+        nsteps = directBroadcast(comm, t->root, inPlace, steps);
+        NCCLCHECK(directLane(comm, ph, steps, nsteps, count));
+      } else {
+        nsteps = chainBroadcast(comm, t->root, inPlace, steps);
+        NCCLCHECK(ringLanes(comm, ph, steps, nsteps, count, count, 0, 0));
+      }
+      break;
+    }
+    case FUNC_REDUCE:
+      direct = pickDirect(comm, bytes);
+      if (direct) {
+        nsteps = directReduce(comm, t->root, steps);
+        NCCLCHECK(directLane(comm, ph, steps, nsteps, count));
+      } else {
+        nsteps = chainReduce(comm, t->root, steps);
+        NCCLCHECK(ringLanes(comm, ph, steps, nsteps, count, count, 0, 0));
+      }
+      break;
+    default:
+      WARN("internal: no algorithm for function %d", t->func);
+      return ncclInternalError;
+  }
+  ph->what = funcNames[t->func];
+  TRACE(NCCL_COLL, "%s count %zu type %d: %s, %d lanes, %d steps/slice", funcNames[t->func], count, t->type,
+        direct ? "Direct" : "Ring", ph->nlanes, nsteps);
+  return ncclSuccess;
+}
+
+/* Grouped send/recv: per peer, one send lane and one receive lane, each a
+ * queue in call order; sends to self are matched with receives from self. */
+ncclResult_t anycclP2pPhase(struct ncclComm* comm, struct anycclTask** tasks, int ntasks, struct anycclPhase* ph) {
+  int n = comm->nRanks, r = comm->rank;
+  struct anycclP2pOp* ops;
+  ANYCCL_CALLOC(ops, 2 * ntasks + 2);
+  ph->p2pOps = ops;
+  NCCLCHECK(allocLanes(ph, 2 * n + 1));
+  ph->what = "SendRecv";
+  ph->elemSize = 1;
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    int q = (r + i) % n;
+    if (q == r) continue;
+    for (int dir = 0; dir < 2; dir++) {
+      anycclFunc f = dir == 0 ? FUNC_SEND : FUNC_RECV;
+      int first = k;
+      for (int j = 0; j < ntasks; j++) {
+        const struct anycclTask* t = tasks[j];
+        if (t->func != f || t->root != q || t->count == 0) continue;
+        char* ptr = (char*)(f == FUNC_SEND ? t->sendbuff : t->recvbuff);
+        ops[k++] = (struct anycclP2pOp){ptr, t->count * anycclTypeSize(t->type)};
+      }
+      if (k > first)
+        addP2pLane(ph, dir == 0 ? LANE_P2P_SEND : LANE_P2P_RECV, dir == 0 ? &comm->p2pSend[q] : &comm->p2pRecv[q],
+                   &ops[first], k - first);
+    }
+  }
+  /* self: the i-th send to self pairs with the i-th receive from self */
+  int nsend = 0, nrecv = 0;
+  for (int j = 0; j < ntasks; j++)
+    if (tasks[j]->root == r) { if (tasks[j]->func == FUNC_SEND) nsend++; else nrecv++; }
+  if (nsend != nrecv) {
+    WARN("ncclGroupEnd: rank %d has %d sends to itself but %d receives from itself in one group", r, nsend, nrecv);
+    return ncclInvalidUsage;
+  }
+  int first = k;
+  for (int s = 0, rv = 0; s < ntasks; s++) {
+    const struct anycclTask* ts = tasks[s];
+    if (ts->func != FUNC_SEND || ts->root != r) continue;
+    while (rv < ntasks && !(tasks[rv]->func == FUNC_RECV && tasks[rv]->root == r)) rv++;
+    const struct anycclTask* tr = tasks[rv++];
+    size_t sb = ts->count * anycclTypeSize(ts->type), rb = tr->count * anycclTypeSize(tr->type);
+    if (sb != rb) {
+      WARN("ncclGroupEnd: rank %d sends %zu bytes to itself but receives %zu", r, sb, rb);
+      return ncclInvalidUsage;
+    }
+    ops[k++] = (struct anycclP2pOp){(char*)ts->sendbuff, sb};
+    ops[k++] = (struct anycclP2pOp){tr->recvbuff, rb};
+  }
+  if (k > first) addP2pLane(ph, LANE_COPY, NULL, &ops[first], k - first);
+  return ncclSuccess;
+}

@@ -1,0 +1,227 @@
+/* The rest of the API: queries, errors, version, memory, registration,
+ * user reduction ops, group simulation. */
+#include <stdlib.h>
+#include <string.h>
+#include "api.h"
+#include "checks.h"
+#include "comm.h"
+#include "reduce.h"
+#include "rt.h"
+
+NCCL_API(ncclResult_t, ncclGetVersion, (int* version)) {
+  if (version == NULL) {
+    WARN("ncclGetVersion: version is NULL");
+    return ncclInvalidArgument;
+  }
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+NCCL_API(const char*, ncclGetErrorString, (ncclResult_t code)) {
+  switch (code) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the anyccl developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+NCCL_API(const char*, ncclGetLastError, (ncclComm_t comm)) { return anycclLastError(); }
+
+void ncclResetDebugInit(void) __attribute__((visibility("default")));
+void pncclResetDebugInit(void) __attribute__((visibility("default"), alias("ncclResetDebugInit")));
+void ncclResetDebugInit(void) {}
+
+NCCL_API(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommCount", 1));
+  if (count == NULL) {
+    WARN("ncclCommCount: count is NULL");
+    return ncclInvalidArgument;
+  }
+  *count = comm->nRanks;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommCuDevice", 1));
+  if (device == NULL) {
+    WARN("ncclCommCuDevice: device is NULL");
+    return ncclInvalidArgument;
+  }
+  *device = comm->cudaDev;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommUserRank", 1));
+  if (rank == NULL) {
+    WARN("ncclCommUserRank: rank is NULL");
+    return ncclInvalidArgument;
+  }
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+/* ---- memory --------------------------------------------------------------- */
+NCCL_API(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
+  if (ptr == NULL) {
+    WARN("ncclMemAlloc: ptr is NULL");
+    return ncclInvalidArgument;
+  }
+  *ptr = NULL;
+  if (size == 0) return ncclSuccess;
+  NCCLCHECK(anycclRtInit());
+  CUDACHECK(anycclRt.malloc(ptr, size));
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclMemFree, (void* ptr)) {
+  if (ptr == NULL) return ncclSuccess;
+  NCCLCHECK(anycclRtInit());
+  CUDACHECK(anycclRt.free(ptr));
+  return ncclSuccess;
+}
+
+/* Registration: the cpu backend moves data through its FIFOs either way, so
+ * a registration only remembers the range (and catches bad handles). */
+struct anycclReg {
+  uint64_t magic;
+  struct ncclComm* comm;
+  void* buff;
+  size_t size;
+};
+#define REG_MAGIC 0x616e796363526567ULL
+
+NCCL_API(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommRegister", 1));
+  if (handle == NULL || (buff == NULL && size > 0)) {
+    WARN("ncclCommRegister: buff %p, size %zu, handle %p: pass a buffer and a place for the handle", buff, size,
+         (void*)handle);
+    return ncclInvalidArgument;
+  }
+  struct anycclReg* r;
+  ANYCCL_CALLOC(r, 1);
+  *r = (struct anycclReg){REG_MAGIC, comm, buff, size};
+  *handle = r;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommDeregister", 0));
+  struct anycclReg* r = handle;
+  if (r == NULL || r->magic != REG_MAGIC || r->comm != comm) {
+    WARN("ncclCommDeregister: handle %p was not returned by ncclCommRegister on comm %p", handle, (void*)comm);
+    return ncclInvalidArgument;
+  }
+  r->magic = 0;
+  free(r);
+  return ncclSuccess;
+}
+
+struct ncclWindow_vidmem {
+  struct anycclReg reg;
+};
+
+NCCL_API(ncclResult_t, ncclCommWindowRegister,
+         (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommWindowRegister", 1));
+  if (win == NULL || (buff == NULL && size > 0)) {
+    WARN("ncclCommWindowRegister: buff %p, size %zu, win %p: pass a buffer and a place for the window", buff, size,
+         (void*)win);
+    return ncclInvalidArgument;
+  }
+  struct ncclWindow_vidmem* w;
+  ANYCCL_CALLOC(w, 1);
+  w->reg = (struct anycclReg){REG_MAGIC, comm, buff, size};
+  *win = w;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommWindowDeregister", 0));
+  if (win == NULL || win->reg.magic != REG_MAGIC || win->reg.comm != comm) {
+    WARN("ncclCommWindowDeregister: win %p was not returned by ncclCommWindowRegister on comm %p", (void*)win,
+         (void*)comm);
+    return ncclInvalidArgument;
+  }
+  win->reg.magic = 0;
+  free(win);
+  return ncclSuccess;
+}
+
+/* ---- user reduction ops ------------------------------------------------------ */
+NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum,
+         (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclRedOpCreatePreMulSum", 1));
+  if (op == NULL || scalar == NULL) {
+    WARN("ncclRedOpCreatePreMulSum: op %p, scalar %p: both must be non-NULL", (void*)op, scalar);
+    return ncclInvalidArgument;
+  }
+  if ((int)datatype < 0 || datatype >= ncclNumTypes) {
+    WARN("ncclRedOpCreatePreMulSum: datatype %d is not an ncclDataType_t", (int)datatype);
+    return ncclInvalidArgument;
+  }
+  if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
+    WARN("ncclRedOpCreatePreMulSum: residence %d is neither ncclScalarDevice nor ncclScalarHostImmediate",
+         (int)residence);
+    return ncclInvalidArgument;
+  }
+  pthread_mutex_lock(&comm->lock);
+  int idx = -1;
+  for (int i = 0; i < ANYCCL_MAX_USER_OPS && idx < 0; i++)
+    if (!comm->userOps[i].used) idx = i;
+  if (idx >= 0) {
+    struct anycclUserOp* u = &comm->userOps[idx];
+    memset(u, 0, sizeof(*u));
+    u->used = 1;
+    u->type = datatype;
+    u->residence = residence;
+    if (residence == ncclScalarHostImmediate) memcpy(&u->scalar, scalar, anycclTypeSize(datatype));
+    else u->devScalar = scalar;
+  }
+  pthread_mutex_unlock(&comm->lock);
+  if (idx < 0) {
+    WARN("ncclRedOpCreatePreMulSum: comm %p already has %d live ops; destroy some with ncclRedOpDestroy",
+         (void*)comm, ANYCCL_MAX_USER_OPS);
+    return ncclInvalidUsage;
+  }
+  *op = (ncclRedOp_t)(ncclNumOps + idx);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclRedOpDestroy", 0));
+  int idx = (int)op - (int)ncclNumOps;
+  if ((int)op >= 0 && (int)op < ncclNumOps) {
+    WARN("ncclRedOpDestroy: op %d is a built-in op; only ops from ncclRedOpCreatePreMulSum can be destroyed", (int)op);
+    return ncclInvalidArgument;
+  }
+  pthread_mutex_lock(&comm->lock);
+  int ok = idx >= 0 && idx < ANYCCL_MAX_USER_OPS && comm->userOps[idx].used;
+  if (ok) comm->userOps[idx].used = 0;
+  pthread_mutex_unlock(&comm->lock);
+  if (!ok) {
+    WARN("ncclRedOpDestroy: op %d is not a live op of comm %p", (int)op, (void*)comm);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+/* ---- simulation ------------------------------------------------------------- */
+NCCL_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo)) {
+  if (simInfo == NULL || simInfo->magic != 0x74685283) {
+    WARN("ncclGroupSimulateEnd: simInfo must be initialised with NCCL_SIM_INFO_INITIALIZER");
+    anycclGroupSetError(ncclInvalidArgument);
+    ncclGroupEnd();
+    return ncclInvalidArgument;
+  }
+  /* No cost model yet (it comes with the sim backend): report unknown and
+   * run the group for real, so that the call keeps its collective meaning. */
+  simInfo->estimatedTime = NCCL_UNDEF_FLOAT;
+  return ncclGroupEnd();
+}

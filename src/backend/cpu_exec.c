@@ -1,0 +1,246 @@
+/* The cpu executor: interprets a plan on the thread that runs the stream's
+ * work. Lanes of a phase progress round-robin without blocking; when none can
+ * move, the rank spins briefly and then sleeps on its doorbell (futex), so
+ * ranks may outnumber cores. Every wait watches the abort flag and the
+ * operation timeout. */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "checks.h"
+#include "comm.h"
+#include "plan.h"
+#include "reduce.h"
+
+static inline void cpuRelax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+static double nowSec(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static inline int recvReady(const struct anycclConn* c) {
+  return __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE) > c->step;
+}
+static inline int sendReady(const struct anycclConn* c) {
+  return c->step - __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) < (uint64_t)c->nslots;
+}
+static inline char* slotPtr(const struct anycclConn* c) { return c->buf + (c->step % c->nslots) * c->slotBytes; }
+
+static inline void recvDone(struct anycclConn* c) {
+  __atomic_store_n(&c->ctrl->head, ++c->step, __ATOMIC_RELEASE);
+  anycclBellRing(c->peerBell);
+}
+static inline void sendDone(struct anycclConn* c, size_t bytes) {
+  c->ctrl->sizes[c->step % c->nslots] = bytes;
+  __atomic_store_n(&c->ctrl->tail, ++c->step, __ATOMIC_RELEASE);
+  anycclBellRing(c->peerBell);
+}
+
+/* Elements of block `chunk` in a buffer of `total` elements cut in `stride`s. */
+static inline size_t blockLen(size_t total, size_t stride, size_t chunk) {
+  size_t start = chunk * stride;
+  if (start >= total) return 0;
+  return total - start < stride ? total - start : stride;
+}
+
+static char* bufPtr(const struct anycclPhase* ph, const struct anycclLane* l, int buf, const struct anycclStep* s) {
+  switch (buf) {
+    case BUF_IN: return ph->in + (s->inChunk * l->inStride + l->pos) * ph->elemSize;
+    case BUF_OUT: return ph->out + (s->outChunk * l->outStride + l->pos) * ph->elemSize;
+    case BUF_SCRATCH: return l->scratch;
+    default: return NULL;
+  }
+}
+
+/* Run as many steps of a STEPS lane as are ready. Returns the number done,
+ * or -1 on a protocol error (size mismatch: ranks disagree on the call). */
+static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct ncclComm* comm) {
+  int done = 0;
+  while (!l->done) {
+    const struct anycclStep* s = &l->steps[l->cur];
+    struct anycclConn* rc = s->recv >= 0 ? l->conns[s->recv] : NULL;
+    struct anycclConn* sc = s->send >= 0 ? l->conns[s->send] : NULL;
+    if ((rc && !recvReady(rc)) || (sc && !sendReady(sc))) break;
+    /* Elements this step moves: the slice of block `chunk` at pos. */
+    size_t len = blockLen(l->lenTotal, l->lenStride, s->chunk);
+    size_t n = len > l->pos ? len - l->pos : 0;
+    if (n > l->slice) n = l->slice;
+    size_t bytes = n * ph->elemSize;
+    const void* in0;
+    if (rc) {
+      if (rc->ctrl->sizes[rc->step % rc->nslots] != bytes) {
+        WARN("%s: rank %d expected %zu bytes from rank %d but got %llu: ranks called the collective with "
+             "different counts, types or roots",
+             ph->what, comm->rank, bytes, rc->peer, (unsigned long long)rc->ctrl->sizes[rc->step % rc->nslots]);
+        return -1;
+      }
+      in0 = slotPtr(rc);
+    } else {
+      in0 = bufPtr(ph, l, s->in0, s);
+    }
+    const void* in1 = s->in1 != BUF_NONE ? bufPtr(ph, l, s->in1, s) : NULL;
+    void* out0 = s->out != BUF_NONE ? bufPtr(ph, l, s->out, s) : NULL;
+    void* out1 = sc ? slotPtr(sc) : NULL;
+    unsigned flags = 0;
+    if (ph->reduce && ph->op.op == anycclDevPreMulSum) {
+      if (!rc && s->in0 == BUF_IN) flags |= ANYCCL_RED_PREMUL_IN0;
+      if (s->in1 == BUF_IN) flags |= ANYCCL_RED_PREMUL_IN1;
+    }
+    if (out0 == NULL) {
+      out0 = out1;
+      out1 = NULL;
+    } else if (s->out == BUF_OUT && ph->reduce && ph->op.op == anycclDevSumPostDiv) {
+      flags |= ANYCCL_RED_POSTDIV_OUT0;
+    }
+    if (n > 0 && out0 != NULL && !(out0 == in0 && in1 == NULL && out1 == NULL && flags == 0))
+      anycclReduce(&ph->op, n, in0, in1, out0, out1, flags);
+    if (rc) recvDone(rc);
+    if (sc) sendDone(sc, bytes);
+    done++;
+    if (++l->cur == l->nsteps) {
+      l->cur = 0;
+      l->pos += l->slice;
+      if (l->pos >= l->end) l->done = 1;
+    }
+  }
+  return done;
+}
+
+static int p2pLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct ncclComm* comm) {
+  int done = 0;
+  struct anycclConn* c = l->conn;
+  while (!l->done) {
+    if (l->pos == (size_t)l->nops) {
+      l->done = 1;
+      break;
+    }
+    struct anycclP2pOp* op = &l->ops[l->pos];
+    size_t n = op->bytes - l->sub;
+    if (n > c->slotBytes) n = c->slotBytes;
+    if (l->kind == LANE_P2P_SEND) {
+      if (!sendReady(c)) break;
+      memcpy(slotPtr(c), op->ptr + l->sub, n);
+      sendDone(c, n);
+    } else {
+      if (!recvReady(c)) break;
+      uint64_t got = c->ctrl->sizes[c->step % c->nslots];
+      if (got != n) {
+        WARN("%s: rank %d expected %zu bytes from rank %d but got %llu: send and receive counts differ",
+             ph->what, comm->rank, n, c->peer, (unsigned long long)got);
+        return -1;
+      }
+      memcpy(op->ptr + l->sub, slotPtr(c), n);
+      recvDone(c);
+    }
+    done++;
+    l->sub += n;
+    if (l->sub >= op->bytes) {
+      l->sub = 0;
+      l->pos++;
+    }
+  }
+  return done;
+}
+
+static void copyLaneRun(struct anycclLane* l) {
+  for (int i = 0; i + 1 < l->nops; i += 2)
+    if (l->ops[i].ptr != l->ops[i + 1].ptr) memmove(l->ops[i + 1].ptr, l->ops[i].ptr, l->ops[i].bytes);
+  l->done = 1;
+}
+
+/* Sleep on the doorbell until it moves past `seen` (or a short timeout). */
+static void bellWait(struct anycclBell* b, uint32_t seen) {
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  __atomic_add_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, &b->bell, FUTEX_WAIT, seen, &ts, NULL, 0);
+  __atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
+}
+
+static inline int stopped(struct ncclComm* comm) {
+  return __atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) || __atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE);
+}
+
+static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
+  int remaining = ph->nlanes;
+  int spins = 0;
+  double lastProgress = 0;
+  for (int i = 0; i < ph->nlanes; i++) {
+    struct anycclLane* l = &ph->lanes[i];
+    if (l->kind == LANE_COPY) copyLaneRun(l);
+    if (l->kind == LANE_STEPS && l->begin >= l->end) l->done = 1;
+    if (l->done) remaining--;
+  }
+  while (remaining > 0) {
+    uint32_t seen = __atomic_load_n(&comm->bell->bell, __ATOMIC_SEQ_CST);
+    int progress = 0;
+    for (int i = 0; i < ph->nlanes; i++) {
+      struct anycclLane* l = &ph->lanes[i];
+      if (l->done) continue;
+      int d = l->kind == LANE_STEPS ? stepLaneProgress(ph, l, comm) : p2pLaneProgress(ph, l, comm);
+      if (d < 0) return ncclInvalidUsage;
+      progress += d;
+      if (l->done) remaining--;
+    }
+    if (progress) {
+      spins = 0;
+      lastProgress = 0;
+      continue;
+    }
+    if (stopped(comm)) return ncclSuccess;
+    if (++spins < comm->spinCount) {
+      cpuRelax();
+      continue;
+    }
+    double t = nowSec();
+    if (lastProgress == 0) lastProgress = t;
+    if (comm->opTimeoutSec > 0 && t - lastProgress > comm->opTimeoutSec) {
+      WARN("%s: rank %d made no progress for %lld s (ANYCCL_OP_TIMEOUT): a peer is gone or did not call the "
+           "same operation; the communicator is now in error",
+           ph->what, comm->rank, (long long)comm->opTimeoutSec);
+      return ncclSystemError;
+    }
+    bellWait(comm->bell, seen);
+  }
+  return ncclSuccess;
+}
+
+/* Plans of one communicator run in launch order even when they were
+ * launched on different streams (they share the connections). */
+static int waitTurn(struct ncclComm* comm, uint64_t seq) {
+  while (__atomic_load_n(&comm->execNext, __ATOMIC_ACQUIRE) != seq) {
+    uint32_t seen = __atomic_load_n(&comm->bell->bell, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&comm->execNext, __ATOMIC_ACQUIRE) == seq) break;
+    if (stopped(comm)) return 0;
+    bellWait(comm->bell, seen);
+  }
+  return 1;
+}
+
+void anycclCpuExecute(void* arg) {
+  struct anycclPlan* plan = arg;
+  struct ncclComm* comm = plan->comm;
+  ncclResult_t res = ncclSuccess;
+  if (waitTurn(comm, plan->seq)) {
+    for (int p = 0; p < plan->nphases && res == ncclSuccess; p++) {
+      if (stopped(comm)) break;
+      res = runPhase(comm, &plan->phases[p]);
+    }
+    __atomic_store_n(&comm->execNext, plan->seq + 1, __ATOMIC_RELEASE);
+    anycclBellRing(comm->bell);
+  }
+  if (res != ncclSuccess && !stopped(comm)) anycclCommSetError(comm, res);
+  anycclPlanFree(plan);
+  anycclCommWorkDone(comm);
+}

@@ -1,0 +1,66 @@
+/* Find the CUDA runtime API in the process (see rt.h). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include "checks.h"
+#include "rt.h"
+
+struct anycclRt anycclRt;
+static pthread_once_t rtOnce = PTHREAD_ONCE_INIT;
+static ncclResult_t rtResult = ncclSuccess;
+
+static const char* unknownError(int e) { return "unknown error"; }
+
+static void* lookup(const char* name) { return dlsym(RTLD_DEFAULT, name); }
+
+static void rtLoad(void) {
+  struct anycclRt rt = {0};
+  rt.getErrorString = unknownError;
+  if (lookup("anycclCpuRuntimeVersion") != NULL) {
+    rt.kind = ANYCCL_BACKEND_CPU;
+    rt.name = "cpu";
+  } else if (lookup("cudaLaunchHostFunc") != NULL) {
+    rt.kind = ANYCCL_BACKEND_CUDA;
+    rt.name = "cuda";
+  } else {
+    WARN("No CUDA runtime found in this process: link the program with anyccl-cpu "
+         "(pkg-config --libs anyccl-cpu) or with the CUDA runtime (-lcudart)");
+    rtResult = ncclSystemError;
+    return;
+  }
+#define RT_SYM(field, sym)                                               \
+  do {                                                                   \
+    *(void**)&rt.field = lookup(sym);                                    \
+    if (rt.field == NULL) {                                              \
+      WARN("CUDA runtime (%s) lacks %s", rt.name, sym);                  \
+      rtResult = ncclSystemError;                                        \
+      return;                                                            \
+    }                                                                    \
+  } while (0)
+  RT_SYM(getDevice, "cudaGetDevice");
+  RT_SYM(setDevice, "cudaSetDevice");
+  RT_SYM(getDeviceCount, "cudaGetDeviceCount");
+  RT_SYM(deviceGetPCIBusId, "cudaDeviceGetPCIBusId");
+  RT_SYM(launchHostFunc, "cudaLaunchHostFunc");
+  RT_SYM(malloc, "cudaMalloc");
+  RT_SYM(free, "cudaFree");
+  RT_SYM(streamSynchronize, "cudaStreamSynchronize");
+  RT_SYM(getErrorString, "cudaGetErrorString");
+  RT_SYM(eventCreateWithFlags, "cudaEventCreateWithFlags");
+  RT_SYM(eventRecord, "cudaEventRecord");
+  RT_SYM(streamWaitEvent, "cudaStreamWaitEvent");
+  RT_SYM(eventDestroy, "cudaEventDestroy");
+  *(void**)&rt.streamGetDevice = lookup("cudaStreamGetDevice");
+#undef RT_SYM
+  if (rt.kind == ANYCCL_BACKEND_CUDA) {
+    WARN("The cuda backend is not built into this libnccl yet; use anyccl-cpu");
+    rtResult = ncclInvalidUsage;
+    return;
+  }
+  anycclRt = rt;
+}
+
+ncclResult_t anycclRtInit(void) {
+  pthread_once(&rtOnce, rtLoad);
+  return rtResult;
+}

@@ -1,0 +1,160 @@
+/* Communicator bookkeeping: the live registry, argument checks, work
+ * accounting, errors, and the op table (built-in and user ops). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "checks.h"
+#include "comm.h"
+#include "reduce.h"
+
+/* ---- live registry ------------------------------------------------------- */
+static pthread_mutex_t regLock = PTHREAD_MUTEX_INITIALIZER;
+static struct ncclComm** regComms;
+static int regCount, regCap;
+
+void anycclCommRegister(struct ncclComm* comm) {
+  pthread_mutex_lock(&regLock);
+  if (regCount == regCap) {
+    int cap = regCap ? 2 * regCap : 64;
+    struct ncclComm** n = realloc(regComms, cap * sizeof(*n));
+    if (n) {
+      regComms = n;
+      regCap = cap;
+    }
+  }
+  if (regCount < regCap) regComms[regCount++] = comm;
+  pthread_mutex_unlock(&regLock);
+}
+
+void anycclCommUnregister(struct ncclComm* comm) {
+  pthread_mutex_lock(&regLock);
+  for (int i = 0; i < regCount; i++)
+    if (regComms[i] == comm) {
+      regComms[i] = regComms[--regCount];
+      break;
+    }
+  pthread_mutex_unlock(&regLock);
+}
+
+int anycclCommIsLive(const struct ncclComm* comm) {
+  int live = 0;
+  pthread_mutex_lock(&regLock);
+  for (int i = 0; i < regCount && !live; i++) live = regComms[i] == comm;
+  pthread_mutex_unlock(&regLock);
+  return live;
+}
+
+ncclResult_t anycclCommCheck(struct ncclComm* comm, const char* fn, int needReady) {
+  if (comm == NULL) {
+    WARN("%s: comm is NULL; pass a communicator from ncclCommInitRank/InitAll/Split", fn);
+    return ncclInvalidArgument;
+  }
+  if (!anycclCommIsLive(comm)) {
+    WARN("%s: comm %p is not a live communicator (destroyed, aborted, or never created)", fn, (void*)comm);
+    return ncclInvalidArgument;
+  }
+  if (!needReady) return ncclSuccess;
+  int state = __atomic_load_n(&comm->state, __ATOMIC_ACQUIRE);
+  if (state == COMM_INITIALIZING) {
+    WARN("%s: comm %p is still initialising; poll ncclCommGetAsyncError until it returns ncclSuccess", fn,
+         (void*)comm);
+    return ncclInvalidUsage;
+  }
+  if (state == COMM_FINALIZED) {
+    WARN("%s: comm %p was finalized; only ncclCommDestroy may follow ncclCommFinalize", fn, (void*)comm);
+    return ncclInvalidUsage;
+  }
+  if (state == COMM_FAILED || __atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE)) {
+    ncclResult_t e = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
+    WARN("%s: comm %p is in error (%s); abort or destroy it", fn, (void*)comm, ncclGetErrorString(e));
+    return e == ncclSuccess || e == ncclInProgress ? ncclInvalidUsage : e;
+  }
+  return ncclSuccess;
+}
+
+/* ---- work accounting ----------------------------------------------------- */
+void anycclCommWorkStart(struct ncclComm* comm) {
+  pthread_mutex_lock(&comm->lock);
+  comm->inflight++;
+  pthread_mutex_unlock(&comm->lock);
+}
+
+void anycclCommWorkDone(struct ncclComm* comm) {
+  pthread_mutex_lock(&comm->lock);
+  if (--comm->inflight == 0) pthread_cond_broadcast(&comm->idle);
+  pthread_mutex_unlock(&comm->lock);
+}
+
+void anycclCommWaitIdle(struct ncclComm* comm) {
+  pthread_mutex_lock(&comm->lock);
+  while (comm->inflight > 0) pthread_cond_wait(&comm->idle, &comm->lock);
+  pthread_mutex_unlock(&comm->lock);
+}
+
+void anycclCommSetError(struct ncclComm* comm, ncclResult_t err) {
+  ncclResult_t expect = ncclSuccess;
+  __atomic_compare_exchange_n(&comm->asyncResult, &expect, err, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  __atomic_store_n(&comm->state, COMM_FAILED, __ATOMIC_RELEASE);
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+static int isFloatType(ncclDataType_t t) {
+  return t == ncclFloat16 || t == ncclFloat32 || t == ncclFloat64 || t == ncclBfloat16 || t == ncclFloat8e4m3 ||
+         t == ncclFloat8e5m2;
+}
+
+/* 1/n in the element type, for float averages (NCCL: PreMulSum by 1/n). */
+static uint64_t reciprocalIn(ncclDataType_t t, int n) {
+  double r = 1.0 / n;
+  uint64_t v = 0;
+  switch (t) {
+    case ncclFloat16: v = anycclDoubleToHalf(r); break;
+    case ncclBfloat16: v = anycclDoubleToBf16(r); break;
+    case ncclFloat8e4m3: v = anycclDoubleToFp8e4m3(r); break;
+    case ncclFloat8e5m2: v = anycclDoubleToFp8e5m2(r); break;
+    case ncclFloat32: { float f = (float)r; memcpy(&v, &f, 4); break; }
+    case ncclFloat64: memcpy(&v, &r, 8); break;
+    default: break;
+  }
+  return v;
+}
+
+ncclResult_t anycclResolveOp(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, anycclRedOp* out) {
+  memset(out, 0, sizeof(*out));
+  out->type = type;
+  switch (op) {
+    case ncclSum: out->op = anycclDevSum; return ncclSuccess;
+    case ncclProd: out->op = anycclDevProd; return ncclSuccess;
+    case ncclMax: out->op = anycclDevMax; return ncclSuccess;
+    case ncclMin: out->op = anycclDevMin; return ncclSuccess;
+    case ncclAvg:
+      if (isFloatType(type)) {
+        out->op = anycclDevPreMulSum;
+        out->scalar = reciprocalIn(type, comm->nRanks);
+      } else {
+        out->op = anycclDevSumPostDiv;
+        out->divisor = comm->nRanks;
+      }
+      return ncclSuccess;
+    default: break;
+  }
+  int idx = (int)op - (int)ncclNumOps;
+  if (idx < 0 || idx >= ANYCCL_MAX_USER_OPS || !comm->userOps[idx].used) {
+    WARN("op %d is neither a built-in ncclRedOp_t nor a live ncclRedOpCreatePreMulSum op of this comm", (int)op);
+    return ncclInvalidArgument;
+  }
+  struct anycclUserOp* u = &comm->userOps[idx];
+  if (u->type != type) {
+    WARN("op %d was created for datatype %d but is used with datatype %d", (int)op, u->type, type);
+    return ncclInvalidArgument;
+  }
+  out->op = anycclDevPreMulSum;
+  if (u->residence == ncclScalarHostImmediate) {
+    out->scalar = u->scalar;
+  } else {
+    /* device-resident: host memory in the cpu backend; read at enqueue */
+    memcpy(&out->scalar, u->devScalar, anycclTypeSize(type));
+  }
+  return ncclSuccess;
+}

@@ -1,0 +1,231 @@
+/* Groups and enqueue. Calls inside ncclGroupStart/End collect tasks per
+ * communicator; the outermost ncclGroupEnd (or the call itself, outside a
+ * group) turns each communicator's tasks into one plan and launches it on
+ * the stream: collectives in call order, then all sends/receives at once.
+ * Inits inside a group run concurrently at the end of the group. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "checks.h"
+#include "comm.h"
+#include "rt.h"
+
+struct groupInit {
+  struct ncclComm* comm;
+  void* (*fn)(void*);
+  void* arg;
+  pthread_t thread;
+  struct groupInit* next;
+};
+
+static __thread int groupDepth;
+static __thread ncclResult_t groupError;
+static __thread struct ncclComm* groupComms;
+static __thread struct groupInit* groupInits;
+
+int anycclGroupDepth(void) { return groupDepth; }
+void anycclGroupSetError(ncclResult_t err) {
+  if (groupDepth > 0 && groupError == ncclSuccess) groupError = err;
+}
+
+ncclResult_t anycclGroupStartInternal(void) {
+  groupDepth++;
+  return ncclSuccess;
+}
+
+ncclResult_t anycclGroupAddInit(struct ncclComm* comm, void* (*fn)(void*), void* arg) {
+  struct groupInit* g;
+  ANYCCL_CALLOC(g, 1);
+  g->comm = comm;
+  g->fn = fn;
+  g->arg = arg;
+  g->next = groupInits;
+  groupInits = g;
+  return ncclSuccess;
+}
+
+ncclResult_t anycclEnqueue(struct ncclComm* comm, const struct anycclTask* task) {
+  struct anycclTask* t = malloc(sizeof(*t));
+  if (t == NULL) return ncclSystemError;
+  *t = *task;
+  t->next = NULL;
+  if (comm->taskTail) comm->taskTail->next = t;
+  else comm->taskHead = t;
+  comm->taskTail = t;
+  if (!comm->inGroupList) {
+    comm->inGroupList = 1;
+    comm->groupNext = groupComms;
+    groupComms = comm;
+  }
+  return ncclSuccess;
+}
+
+static void freeTasks(struct anycclTask* t) {
+  while (t) {
+    struct anycclTask* n = t->next;
+    free(t);
+    t = n;
+  }
+}
+
+void anycclPlanFree(struct anycclPlan* plan) {
+  if (plan == NULL) return;
+  for (int i = 0; i < plan->nphases; i++) {
+    free(plan->phases[i].lanes);
+    free(plan->phases[i].steps);
+    free(plan->phases[i].p2pOps);
+  }
+  free(plan->phases);
+  free(plan);
+}
+
+ncclResult_t anycclBuildPlan(struct ncclComm* comm, struct anycclTask* tasks, struct anycclPlan** out) {
+  int ncoll = 0, np2p = 0;
+  for (struct anycclTask* t = tasks; t; t = t->next) {
+    if (t->func == FUNC_SEND || t->func == FUNC_RECV) np2p++;
+    else if (t->count > 0) ncoll++;
+  }
+  *out = NULL;
+  if (ncoll + np2p == 0) return ncclSuccess;
+  ncclResult_t res = ncclSuccess;
+  struct anycclTask** p2p = NULL;
+  struct anycclPlan* plan = calloc(1, sizeof(*plan));
+  if (plan == NULL) return ncclSystemError;
+  plan->comm = comm;
+  plan->phases = calloc(ncoll + 1, sizeof(*plan->phases));
+  if (plan->phases == NULL) {
+    res = ncclSystemError;
+    goto fail;
+  }
+  for (struct anycclTask* t = tasks; t; t = t->next) {
+    if (t->func == FUNC_SEND || t->func == FUNC_RECV || t->count == 0) continue;
+    NCCLCHECKGOTO(anycclAlgoPhase(comm, t, &plan->phases[plan->nphases++]), res, fail);
+  }
+  if (np2p) {
+    p2p = malloc(np2p * sizeof(*p2p));
+    if (p2p == NULL) {
+      res = ncclSystemError;
+      goto fail;
+    }
+    int k = 0;
+    for (struct anycclTask* t = tasks; t; t = t->next)
+      if (t->func == FUNC_SEND || t->func == FUNC_RECV) p2p[k++] = t;
+    NCCLCHECKGOTO(anycclP2pPhase(comm, p2p, np2p, &plan->phases[plan->nphases++]), res, fail);
+    free(p2p);
+  }
+  *out = plan;
+  return ncclSuccess;
+fail:
+  free(p2p);
+  anycclPlanFree(plan);
+  return res;
+}
+
+/* Make `waiter` wait for the work queued so far on `waitee`. */
+static ncclResult_t streamJoin(cudaStream_t waiter, cudaStream_t waitee) {
+  cudaEvent_t ev;
+  CUDACHECK(anycclRt.eventCreateWithFlags(&ev, 0x2 /* cudaEventDisableTiming */));
+  int e = anycclRt.eventRecord(ev, waitee);
+  if (e == 0) e = anycclRt.streamWaitEvent(waiter, ev, 0);
+  anycclRt.eventDestroy(ev);
+  if (e != 0) {
+    WARN("Joining streams %p and %p failed: %s (%d)", (void*)waiter, (void*)waitee, anycclRt.getErrorString(e), e);
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+/* Launch one communicator's tasks as one plan on the first task's stream;
+ * the group's other streams wait for it, and it waits for their earlier
+ * work, as NCCL does. */
+static ncclResult_t launchComm(struct ncclComm* comm) {
+  struct anycclTask* tasks = comm->taskHead;
+  comm->taskHead = comm->taskTail = NULL;
+  comm->inGroupList = 0;
+  if (tasks == NULL) return ncclSuccess;
+  struct anycclPlan* plan = NULL;
+  ncclResult_t res = anycclBuildPlan(comm, tasks, &plan);
+  cudaStream_t stream = tasks->stream;
+  if (res == ncclSuccess && plan != NULL) {
+    for (struct anycclTask* t = tasks->next; t && res == ncclSuccess; t = t->next)
+      if (t->stream != stream) res = streamJoin(stream, t->stream);
+    if (res == ncclSuccess) res = anycclLaunchPlan(comm, plan, stream);
+    else anycclPlanFree(plan);
+    /* every other stream, once each, waits for the plan */
+    for (struct anycclTask* t = tasks->next; t && res == ncclSuccess; t = t->next) {
+      int seen = t->stream == stream;
+      for (struct anycclTask* u = tasks->next; u != t && !seen; u = u->next) seen = u->stream == t->stream;
+      if (!seen) res = streamJoin(t->stream, stream);
+    }
+  }
+  freeTasks(tasks);
+  return res;
+}
+
+ncclResult_t anycclLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream) {
+  int saved = -1;
+  anycclRt.getDevice(&saved);
+  if (saved != comm->cudaDev) anycclRt.setDevice(comm->cudaDev);
+  plan->seq = comm->launches++;
+  anycclCommWorkStart(comm);
+  int err = anycclRt.launchHostFunc(stream, anycclCpuExecute, plan);
+  if (saved != comm->cudaDev) anycclRt.setDevice(saved);
+  if (err != 0) {
+    WARN("Launching on stream %p failed: %s (%d); is the stream valid and on device %d?", (void*)stream,
+         anycclRt.getErrorString(err), err, comm->cudaDev);
+    comm->launches--;
+    anycclPlanFree(plan);
+    anycclCommWorkDone(comm);
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+static void* runInit(void* arg) {
+  struct groupInit* g = arg;
+  g->fn(g->arg);
+  return NULL;
+}
+
+ncclResult_t anycclGroupEndInternal(void) {
+  if (groupDepth == 0) {
+    WARN("ncclGroupEnd: not in a group; every ncclGroupEnd needs an earlier ncclGroupStart");
+    return ncclInvalidUsage;
+  }
+  if (--groupDepth > 0) return ncclSuccess;
+  ncclResult_t res = groupError;
+  groupError = ncclSuccess;
+
+  /* Deferred inits: all at once, then wait (they meet at the bootstrap). */
+  struct groupInit* inits = groupInits;
+  groupInits = NULL;
+  for (struct groupInit* g = inits; g; g = g->next)
+    if (pthread_create(&g->thread, NULL, runInit, g) != 0) g->thread = 0;
+  for (struct groupInit* g = inits; g; g = g->next) {
+    if (g->thread) pthread_join(g->thread, NULL);
+    else runInit(g);
+  }
+  while (inits) {
+    struct groupInit* n = inits->next;
+    ncclResult_t r = __atomic_load_n(&inits->comm->asyncResult, __ATOMIC_ACQUIRE);
+    if (r != ncclSuccess && res == ncclSuccess) res = r;
+    free(inits);
+    inits = n;
+  }
+
+  struct ncclComm* comms = groupComms;
+  groupComms = NULL;
+  for (struct ncclComm* c = comms; c;) {
+    struct ncclComm* next = c->groupNext;
+    if (res != ncclSuccess) {
+      freeTasks(c->taskHead);
+      c->taskHead = c->taskTail = NULL;
+      c->inGroupList = 0;
+    } else {
+      ncclResult_t r = launchComm(c);
+      if (r != ncclSuccess) res = r;
+    }
+    c = next;
+  }
+  return res;
+}

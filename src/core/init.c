@@ -1,0 +1,556 @@
+/* Communicator lifecycle: init (blocking, nonblocking, in a group), split,
+ * shrink, finalize, destroy, abort. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include "api.h"
+#include "bootstrap.h"
+#include "checks.h"
+#include "comm.h"
+#include "param.h"
+#include "rt.h"
+
+/* ---- host and process identity ------------------------------------------- */
+static uint64_t hashStr(const char* s, uint64_t h) {
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+  return h;
+}
+
+static uint64_t hostHash(void) {
+  const char* id = anycclParamStr(PARAM_HOSTID);
+  uint64_t h = 0xcbf29ce484222325ULL;
+  if (id) return hashStr(id, hashStr("hostid:", h));
+  char name[256] = "";
+  gethostname(name, sizeof(name) - 1);
+  h = hashStr(name, h);
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    char boot[64] = "";
+    if (fgets(boot, sizeof(boot), f)) h = hashStr(boot, h);
+    fclose(f);
+  }
+  return h;
+}
+
+static uint64_t processToken;
+static pthread_once_t tokenOnce = PTHREAD_ONCE_INIT;
+static void tokenInit(void) {
+  if (getrandom(&processToken, sizeof(processToken), 0) != sizeof(processToken))
+    processToken = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&processToken;
+}
+
+/* ---- init ---------------------------------------------------------------- */
+struct initJob {
+  struct ncclComm* comm;
+  ncclUniqueId id;
+};
+
+static ncclResult_t commAlloc(struct ncclComm** out, int nranks, int rank, int cudaDev, const ncclConfig_t* config) {
+  struct ncclComm* comm;
+  ANYCCL_CALLOC(comm, 1);
+  comm->magic = ANYCCL_COMM_MAGIC;
+  comm->rank = rank;
+  comm->nRanks = nranks;
+  comm->cudaDev = cudaDev;
+  comm->state = COMM_INITIALIZING;
+  comm->asyncResult = ncclInProgress;
+  comm->forceAlgo = -1;
+  pthread_mutex_init(&comm->lock, NULL);
+  pthread_cond_init(&comm->idle, NULL);
+  ncclConfig_t defaults = NCCL_CONFIG_INITIALIZER;
+  comm->config = config ? *config : defaults;
+  comm->blocking = comm->config.blocking == NCCL_CONFIG_UNDEF_INT ? 1 : comm->config.blocking;
+  anycclCommRegister(comm);
+  *out = comm;
+  return ncclSuccess;
+}
+
+static void commFree(struct ncclComm* comm) {
+  anycclCommUnregister(comm);
+  anycclTransportFree(comm);
+  if (comm->bootstrap) bootstrapClose(comm->bootstrap);
+  free(comm->peerInfo);
+  free(comm->ringOrder);
+  free(comm->scratch);
+  pthread_mutex_destroy(&comm->lock);
+  pthread_cond_destroy(&comm->idle);
+  comm->magic = 0;
+  free(comm);
+}
+
+static ncclResult_t checkDuplicateDevices(struct ncclComm* comm) {
+  for (int i = 0; i < comm->nRanks; i++)
+    for (int j = i + 1; j < comm->nRanks; j++) {
+      struct anycclPeerInfo *a = &comm->peerInfo[i], *b = &comm->peerInfo[j];
+      if (a->hostHash == b->hostHash && strcmp(a->busId, b->busId) == 0) {
+        WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %s; give each rank of a host its "
+             "own device (cudaSetDevice before init)",
+             i, j, a->busId);
+        return ncclInvalidUsage;
+      }
+    }
+  return ncclSuccess;
+}
+
+static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
+  int n = comm->nRanks, r = comm->rank;
+  NCCLCHECK(anycclRtInit());
+  CUDACHECK(anycclRt.setDevice(comm->cudaDev));
+  CUDACHECK(anycclRt.deviceGetPCIBusId(comm->busId, sizeof(comm->busId), comm->cudaDev));
+  NCCLCHECK(bootstrapInit(id, r, n, &comm->abortFlag, &comm->bootstrap));
+
+  pthread_once(&tokenOnce, tokenInit);
+  ANYCCL_CALLOC(comm->peerInfo, n);
+  struct anycclPeerInfo* me = &comm->peerInfo[r];
+  me->rank = r;
+  me->cudaDev = comm->cudaDev;
+  me->pid = getpid();
+  me->hostHash = hostHash();
+  me->processToken = processToken;
+  snprintf(me->busId, sizeof(me->busId), "%s", comm->busId);
+  me->maxChannels = (int)anycclParamInt(PARAM_MAX_NCHANNELS);
+  me->nslots = (int)anycclParamInt(PARAM_NSLOTS);
+  me->slotBytes = (size_t)anycclParamInt(PARAM_BUFFSIZE);
+  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+  NCCLCHECK(checkDuplicateDevices(comm));
+
+  /* Geometry agreed by all: rank 0's FIFO shape, the smallest channel cap. */
+  int nslots = comm->peerInfo[0].nslots;
+  if (nslots < 2) nslots = 2;
+  if (nslots > ANYCCL_MAX_SLOTS) nslots = ANYCCL_MAX_SLOTS;
+  size_t buff = comm->peerInfo[0].slotBytes;
+  if (buff < (size_t)nslots * 4096) buff = (size_t)nslots * 4096;
+  comm->nslots = nslots;
+  comm->slotBytes = buff / nslots / 64 * 64;
+  int nch = ANYCCL_MAX_CHANNELS;
+  for (int i = 0; i < n; i++)
+    if (comm->peerInfo[i].maxChannels < nch) nch = comm->peerInfo[i].maxChannels;
+  int minch = (int)anycclParamInt(PARAM_MIN_NCHANNELS);
+  if (nch < minch) nch = minch;
+  if (nch < 1) nch = 1;
+  if (nch > ANYCCL_MAX_CHANNELS) nch = ANYCCL_MAX_CHANNELS;
+  comm->nChannels = nch;
+  comm->localRanks = 0;
+  for (int i = 0; i < n; i++) comm->localRanks += comm->peerInfo[i].hostHash == me->hostHash;
+
+  /* Rings follow rank order for now; topology-aware rings come with the topology model. */
+  ANYCCL_CALLOC(comm->ringOrder, n);
+  for (int i = 0; i < n; i++) comm->ringOrder[i] = i;
+  comm->ringPos = r;
+  comm->scratch = malloc((size_t)nch * comm->slotBytes);
+  if (comm->scratch == NULL) return ncclSystemError;
+
+  comm->opTimeoutSec = anycclParamInt(PARAM_OP_TIMEOUT);
+  comm->spinCount = (int)anycclParamInt(PARAM_SPIN_COUNT);
+  comm->directThreshold = (size_t)anycclParamInt(PARAM_DIRECT_THRESHOLD);
+  const char* algo = anycclParamStr(PARAM_ALGO);
+  if (algo) {
+    if (strcasecmp(algo, "Ring") == 0) comm->forceAlgo = ANYCCL_ALGO_RING;
+    else if (strcasecmp(algo, "Direct") == 0 || strcasecmp(algo, "OneShot") == 0) comm->forceAlgo = ANYCCL_ALGO_DIRECT;
+    else if (r == 0) WARN("NCCL_ALGO=%s: unknown here (Ring, Direct); choosing automatically", algo);
+  }
+
+  NCCLCHECK(anycclTransportSetup(comm));
+  comm->commHash = 0;
+  memcpy(&comm->commHash, id->internal, sizeof(comm->commHash));
+  INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes 1 localRanks %d localRank %d cudaDev %d busId %s backend %s - "
+       "Init COMPLETE",
+       (void*)comm, r, n, comm->localRanks, r, comm->cudaDev, comm->busId, anycclRt.name);
+  return ncclSuccess;
+}
+
+static void* initJobRun(void* arg) {
+  struct initJob* job = arg;
+  struct ncclComm* comm = job->comm;
+  ncclResult_t res = commSetup(comm, &job->id);
+  if (res == ncclSuccess) {
+    __atomic_store_n(&comm->state, COMM_READY, __ATOMIC_RELEASE);
+  } else {
+    __atomic_store_n(&comm->state, COMM_FAILED, __ATOMIC_RELEASE);
+    /* the bootstrap may be half-built: make sure nobody waits on it */
+    if (comm->bootstrap) bootstrapAbort(comm->bootstrap);
+  }
+  __atomic_store_n(&comm->asyncResult, res, __ATOMIC_RELEASE);
+  free(job);
+  return NULL;
+}
+
+static ncclResult_t checkConfig(const ncclConfig_t* config) {
+  if (config == NULL) return ncclSuccess;
+  if (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, cgaClusterSize)) {
+    WARN("config: not initialised with NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)", config->magic,
+         config->size);
+    return ncclInvalidArgument;
+  }
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1) {
+    WARN("config->blocking is %d; use 0 (nonblocking) or 1 (blocking)", config->blocking);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+/* Start initialising a comm: in the open group, in the background
+ * (nonblocking), or right here. */
+static ncclResult_t commStart(struct ncclComm* comm, const ncclUniqueId* id) {
+  struct initJob* job;
+  ANYCCL_CALLOC(job, 1);
+  job->comm = comm;
+  job->id = *id;
+  if (anycclGroupDepth() > 0) return anycclGroupAddInit(comm, initJobRun, job);
+  if (!comm->blocking) {
+    if (pthread_create(&comm->initThread, NULL, initJobRun, job) != 0) {
+      free(job);
+      WARN("cannot start the init thread");
+      return ncclSystemError;
+    }
+    comm->initThreadStarted = 1;
+    return ncclInProgress;
+  }
+  initJobRun(job);
+  return __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
+}
+
+static ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId* id, int rank,
+                             const ncclConfig_t* config, int cudaDev, const char* fn) {
+  if (newcomm == NULL) {
+    WARN("%s: newcomm is NULL; pass the address of an ncclComm_t", fn);
+    return ncclInvalidArgument;
+  }
+  *newcomm = NULL;
+  if (nranks < 1) {
+    WARN("%s: nranks is %d; it must be at least 1", fn, nranks);
+    return ncclInvalidArgument;
+  }
+  if (rank < 0 || rank >= nranks) {
+    WARN("%s: rank %d is out of range [0, %d)", fn, rank, nranks);
+    return ncclInvalidArgument;
+  }
+  NCCLCHECK(checkConfig(config));
+  NCCLCHECK(anycclRtInit());
+  if (cudaDev < 0) CUDACHECK(anycclRt.getDevice(&cudaDev));
+  struct ncclComm* comm;
+  NCCLCHECK(commAlloc(&comm, nranks, rank, cudaDev, config));
+  *newcomm = comm;
+  ncclResult_t res = commStart(comm, id);
+  if (res != ncclSuccess && res != ncclInProgress) {
+    /* Blocking init failed: the comm is unusable; free it as NCCL does. */
+    *newcomm = NULL;
+    commFree(comm);
+  }
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * out)) {
+  if (out == NULL) {
+    WARN("ncclGetUniqueId: uniqueId is NULL");
+    return ncclInvalidArgument;
+  }
+  return bootstrapGetUniqueId(out);
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRankConfig,
+         (ncclComm_t * newcomm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config)) {
+  return initRank(newcomm, nranks, &commId, rank, config, -1, "ncclCommInitRankConfig");
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRank, (ncclComm_t * newcomm, int nranks, ncclUniqueId commId, int rank)) {
+  return initRank(newcomm, nranks, &commId, rank, NULL, -1, "ncclCommInitRank");
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRankScalable,
+         (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config)) {
+  if (nId < 1 || commIds == NULL) {
+    WARN("ncclCommInitRankScalable: nId is %d and commIds %p; pass at least one unique id", nId, (void*)commIds);
+    return ncclInvalidArgument;
+  }
+  /* One root serves every rank here; extra ids are accepted and unused. */
+  return initRank(newcomm, nranks, &commIds[0], myrank, config, -1, "ncclCommInitRankScalable");
+}
+
+NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int* devlist)) {
+  if (comms == NULL) {
+    WARN("ncclCommInitAll: comms is NULL");
+    return ncclInvalidArgument;
+  }
+  if (ndev < 1) {
+    WARN("ncclCommInitAll: ndev is %d; it must be at least 1", ndev);
+    return ncclInvalidArgument;
+  }
+  NCCLCHECK(anycclRtInit());
+  int count = 0;
+  CUDACHECK(anycclRt.getDeviceCount(&count));
+  for (int i = 0; i < ndev; i++) {
+    int d = devlist ? devlist[i] : i;
+    if (d < 0 || d >= count) {
+      WARN("ncclCommInitAll: device %d (entry %d) is out of range [0, %d)", d, i, count);
+      return ncclInvalidArgument;
+    }
+    for (int j = 0; j < i && devlist; j++)
+      if (devlist[j] == d) {
+        WARN("ncclCommInitAll: device %d appears twice in devlist (entries %d and %d)", d, j, i);
+        return ncclInvalidUsage;
+      }
+  }
+  ncclUniqueId id;
+  NCCLCHECK(ncclGetUniqueId(&id));
+  for (int i = 0; i < ndev; i++) comms[i] = NULL;
+  NCCLCHECK(anycclGroupStartInternal());
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < ndev && res == ncclSuccess; i++)
+    res = initRank(&comms[i], ndev, &id, i, NULL, devlist ? devlist[i] : i, "ncclCommInitAll");
+  if (res != ncclSuccess) anycclGroupSetError(res);
+  ncclResult_t g = anycclGroupEndInternal();
+  if (res == ncclSuccess) res = g;
+  if (res != ncclSuccess) {
+    for (int i = 0; i < ndev; i++)
+      if (comms[i]) {
+        commFree(comms[i]);
+        comms[i] = NULL;
+      }
+  }
+  return res;
+}
+
+/* ---- split and shrink ------------------------------------------------------ */
+struct splitInfo {
+  int color, key, rank;
+};
+
+struct splitJob {
+  struct ncclComm* parent;
+  struct ncclComm* child; /* NULL for NCCL_SPLIT_NOCOLOR */
+  int color, key;
+};
+
+static int cmpSplit(const void* a, const void* b) {
+  const struct splitInfo *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return x->rank - y->rank;
+}
+
+static ncclResult_t splitRun(struct splitJob* job) {
+  struct ncclComm* parent = job->parent;
+  int n = parent->nRanks;
+  struct splitInfo* info;
+  ncclUniqueId* ids = NULL;
+  ncclResult_t res = ncclSuccess;
+  ANYCCL_CALLOC(info, n);
+  info[parent->rank] = (struct splitInfo){job->color, job->key, parent->rank};
+  NCCLCHECKGOTO(bootstrapAllGather(parent->bootstrap, info, sizeof(*info)), res, out);
+  int nNew = 0;
+  struct splitInfo* members = malloc(n * sizeof(*members));
+  if (members == NULL) {
+    res = ncclSystemError;
+    goto out;
+  }
+  for (int i = 0; i < n; i++)
+    if (job->color != NCCL_SPLIT_NOCOLOR && info[i].color == job->color) members[nNew++] = info[i];
+  qsort(members, nNew, sizeof(*members), cmpSplit);
+  int newRank = -1;
+  for (int i = 0; i < nNew; i++)
+    if (members[i].rank == parent->rank) newRank = i;
+  int leader = nNew ? members[0].rank : -1;
+  free(members);
+  ids = calloc(n, sizeof(*ids));
+  if (ids == NULL) {
+    res = ncclSystemError;
+    goto out;
+  }
+  if (leader == parent->rank) NCCLCHECKGOTO(bootstrapGetUniqueId(&ids[parent->rank]), res, out);
+  NCCLCHECKGOTO(bootstrapAllGather(parent->bootstrap, ids, sizeof(*ids)), res, out);
+  if (job->child) {
+    job->child->rank = newRank;
+    job->child->nRanks = nNew;
+    INFO(NCCL_INIT, "ncclCommSplit comm %p rank %d nranks %d color %d key %d -> newcomm %p rank %d nranks %d",
+         (void*)parent, parent->rank, n, job->color, job->key, (void*)job->child, newRank, nNew);
+    res = commSetup(job->child, &ids[leader]);
+  }
+out:
+  free(info);
+  free(ids);
+  return res;
+}
+
+static void* splitJobRun(void* arg) {
+  struct splitJob* job = arg;
+  ncclResult_t res = splitRun(job);
+  if (job->child) {
+    __atomic_store_n(&job->child->state, res == ncclSuccess ? COMM_READY : COMM_FAILED, __ATOMIC_RELEASE);
+    if (res != ncclSuccess && job->child->bootstrap) bootstrapAbort(job->child->bootstrap);
+    __atomic_store_n(&job->child->asyncResult, res, __ATOMIC_RELEASE);
+  }
+  free(job);
+  return NULL;
+}
+
+NCCL_API(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommSplit", 1));
+  if (newcomm == NULL) {
+    WARN("ncclCommSplit: newcomm is NULL");
+    return ncclInvalidArgument;
+  }
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+    WARN("ncclCommSplit: color %d is negative; use a color >= 0 or NCCL_SPLIT_NOCOLOR", color);
+    return ncclInvalidArgument;
+  }
+  NCCLCHECK(checkConfig(config));
+  *newcomm = NULL;
+  struct splitJob* job;
+  ANYCCL_CALLOC(job, 1);
+  job->parent = comm;
+  job->color = color;
+  job->key = key;
+  if (color != NCCL_SPLIT_NOCOLOR) {
+    ncclResult_t r = commAlloc(&job->child, 1, 0, comm->cudaDev, config ? config : &comm->config);
+    if (r != ncclSuccess) {
+      free(job);
+      return r;
+    }
+  }
+  struct ncclComm* child = job->child;
+  *newcomm = child;
+  if (anycclGroupDepth() > 0) return anycclGroupAddInit(child ? child : comm, splitJobRun, job);
+  if (child && !child->blocking) {
+    if (pthread_create(&child->initThread, NULL, splitJobRun, job) == 0) {
+      child->initThreadStarted = 1;
+      return ncclInProgress;
+    }
+  }
+  splitJobRun(job);
+  if (child == NULL) return ncclSuccess;
+  ncclResult_t res = __atomic_load_n(&child->asyncResult, __ATOMIC_ACQUIRE);
+  if (res != ncclSuccess) {
+    *newcomm = NULL;
+    commFree(child);
+  }
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclCommShrink,
+         (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config,
+          int shrinkFlags)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommShrink", 0));
+  if (newcomm == NULL || (excludeRanksCount > 0 && excludeRanksList == NULL) || excludeRanksCount < 0) {
+    WARN("ncclCommShrink: newcomm %p, excludeRanksList %p, excludeRanksCount %d: pass a list of count ranks",
+         (void*)newcomm, (void*)excludeRanksList, excludeRanksCount);
+    return ncclInvalidArgument;
+  }
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+    WARN("ncclCommShrink: shrinkFlags %d; use NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT", shrinkFlags);
+    return ncclInvalidArgument;
+  }
+  NCCLCHECK(checkConfig(config));
+  int n = comm->nRanks;
+  char* excluded = calloc(n, 1);
+  if (excluded == NULL) return ncclSystemError;
+  for (int i = 0; i < excludeRanksCount; i++) {
+    int x = excludeRanksList[i];
+    if (x < 0 || x >= n) {
+      WARN("ncclCommShrink: excludeRanksList[%d] = %d is out of range [0, %d)", i, x, n);
+      free(excluded);
+      return ncclInvalidArgument;
+    }
+    excluded[x] = 1;
+  }
+  if (excluded[comm->rank]) {
+    WARN("ncclCommShrink: rank %d is in excludeRanksList; excluded ranks must not call ncclCommShrink", comm->rank);
+    free(excluded);
+    return ncclInvalidArgument;
+  }
+  if (shrinkFlags == NCCL_SHRINK_ABORT) {
+    __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
+    anycclBellRing(comm->bell);
+    anycclCommWaitIdle(comm);
+  }
+  int nNew = 0, newRank = -1, leader = -1;
+  for (int i = 0; i < n; i++)
+    if (!excluded[i]) {
+      if (leader < 0) leader = i;
+      if (i == comm->rank) newRank = nNew;
+      nNew++;
+    }
+  ncclUniqueId id;
+  ncclResult_t res = ncclSuccess;
+  const int tag = 0x5400;
+  if (comm->rank == leader) {
+    NCCLCHECKGOTO(bootstrapGetUniqueId(&id), res, out);
+    for (int i = 0; i < n; i++)
+      if (!excluded[i] && i != leader) NCCLCHECKGOTO(bootstrapSend(comm->bootstrap, i, tag, &id, sizeof(id)), res, out);
+  } else {
+    NCCLCHECKGOTO(bootstrapRecv(comm->bootstrap, leader, tag, &id, sizeof(id)), res, out);
+  }
+  res = initRank(newcomm, nNew, &id, newRank, config ? config : &comm->config, comm->cudaDev, "ncclCommShrink");
+out:
+  free(excluded);
+  return res;
+}
+
+/* ---- teardown --------------------------------------------------------------- */
+static void joinInit(struct ncclComm* comm) {
+  pthread_mutex_lock(&comm->lock);
+  if (comm->initThreadStarted) {
+    pthread_join(comm->initThread, NULL);
+    comm->initThreadStarted = 0;
+  }
+  pthread_mutex_unlock(&comm->lock);
+}
+
+NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommFinalize", 0));
+  joinInit(comm);
+  anycclCommWaitIdle(comm);
+  int expect = COMM_READY;
+  __atomic_compare_exchange_n(&comm->state, &expect, COMM_FINALIZED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm)) {
+  if (comm == NULL) return ncclSuccess; /* as NCCL */
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommDestroy", 0));
+  joinInit(comm);
+  anycclCommWaitIdle(comm);
+  INFO(NCCL_INIT, "comm %p rank %d nRanks %d cudaDev %d busId %s - Destroy COMPLETE", (void*)comm, comm->rank,
+       comm->nRanks, comm->cudaDev, comm->busId);
+  commFree(comm);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm)) {
+  if (comm == NULL) return ncclSuccess;
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommAbort", 0));
+  __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+  if (comm->bootstrap) bootstrapAbort(comm->bootstrap);
+  if (comm->bell) anycclBellRing(comm->bell);
+  joinInit(comm);
+  anycclCommWaitIdle(comm);
+  INFO(NCCL_INIT, "comm %p rank %d nRanks %d - Abort COMPLETE", (void*)comm, comm->rank, comm->nRanks);
+  commFree(comm);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommRevoke", 0));
+  if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+    WARN("ncclCommRevoke: revokeFlags must be NCCL_REVOKE_DEFAULT (0), got %d", revokeFlags);
+    return ncclInvalidArgument;
+  }
+  __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
+  if (comm->bell) anycclBellRing(comm->bell);
+  anycclCommWaitIdle(comm);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError)) {
+  NCCLCHECK(anycclCommCheck(comm, "ncclCommGetAsyncError", 0));
+  if (asyncError == NULL) {
+    WARN("ncclCommGetAsyncError: asyncError is NULL");
+    return ncclInvalidArgument;
+  }
+  *asyncError = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
+  if (*asyncError != ncclInProgress) joinInit(comm);
+  return ncclSuccess;
+}

@@ -1,0 +1,127 @@
+/* The communicator. */
+#ifndef ANYCCL_COMM_H
+#define ANYCCL_COMM_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include "nccl.h"
+#include "plan.h"
+#include "reduce.h"
+#include "transport.h"
+
+#define ANYCCL_MAX_CHANNELS 16
+#define ANYCCL_MAX_USER_OPS 64
+
+enum { COMM_INITIALIZING = 0, COMM_READY, COMM_FINALIZED, COMM_FAILED };
+
+/* What a collective or point-to-point call asked for. */
+typedef enum {
+  FUNC_ALLREDUCE = 0, FUNC_BROADCAST, FUNC_REDUCE, FUNC_ALLGATHER, FUNC_REDUCESCATTER,
+  FUNC_ALLTOALL, FUNC_GATHER, FUNC_SCATTER, FUNC_SEND, FUNC_RECV, FUNC_COUNT
+} anycclFunc;
+
+struct anycclTask {
+  anycclFunc func;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  int root; /* root or peer */
+  cudaStream_t stream;
+  struct anycclTask* next;
+};
+
+struct anycclUserOp {
+  int used;
+  ncclDataType_t type;
+  ncclScalarResidence_t residence;
+  uint64_t scalar;       /* host-immediate value */
+  const void* devScalar; /* device-resident scalar, read when the op runs */
+};
+
+struct ncclComm {
+  uint64_t magic;
+  int rank, nRanks, cudaDev;
+  char busId[32];
+  uint64_t commHash;
+  ncclConfig_t config;
+  int blocking;
+
+  struct bootstrapState* bootstrap;
+  uint32_t abortFlag;            /* set by ncclCommAbort; watched by every wait */
+  uint32_t revoked;              /* ncclCommRevoke / shrink-abort: pending work ends */
+  uint64_t execNext;             /* seq of the next plan allowed to run (atomic) */
+  int state;                     /* COMM_* (atomic) */
+  ncclResult_t asyncResult;      /* atomic: ncclInProgress while initialising */
+  pthread_t initThread;
+  int initThreadStarted;
+
+  /* peers and connections */
+  struct anycclPeerInfo* peerInfo;
+  int localRanks;                /* ranks on this host */
+  int nChannels;
+  int* ringOrder;                /* ring position -> rank (same on all ranks) */
+  int ringPos;                   /* my position */
+  int nslots;
+  size_t slotBytes;
+  struct anycclSegment* segment;
+  struct anycclBell* bell;       /* mine, inside my segment */
+  void** peerMaps;               /* transport handle per peer */
+  const struct anycclTransport** peerTransport;
+  struct anycclConn ringSend[ANYCCL_MAX_CHANNELS];
+  struct anycclConn ringRecv[ANYCCL_MAX_CHANNELS];
+  struct anycclConn* p2pSend;    /* [nRanks] */
+  struct anycclConn* p2pRecv;    /* [nRanks] */
+  char* scratch;                 /* slot-sized scratch, one per channel */
+
+  /* work */
+  struct anycclTask* taskHead;   /* tasks of the open group */
+  struct anycclTask* taskTail;
+  struct ncclComm* groupNext;    /* comms with tasks in the open group */
+  int inGroupList;
+  uint64_t launches;
+  int inflight;                  /* plans launched, not yet finished (atomic) */
+  pthread_mutex_t lock;
+  pthread_cond_t idle;           /* signalled when inflight drops to 0 */
+
+  struct anycclUserOp userOps[ANYCCL_MAX_USER_OPS];
+  int64_t opTimeoutSec;
+  int spinCount;
+  size_t directThreshold;
+  int forceAlgo;                 /* -1 auto, else ANYCCL_ALGO_* */
+};
+
+enum { ANYCCL_ALGO_RING = 0, ANYCCL_ALGO_DIRECT = 1 };
+
+#define ANYCCL_COMM_MAGIC 0x616e7963636c436dULL /* "anycclCm" */
+
+/* Live communicator registry: a destroyed or bogus pointer is caught. */
+void anycclCommRegister(struct ncclComm* comm);
+void anycclCommUnregister(struct ncclComm* comm);
+int anycclCommIsLive(const struct ncclComm* comm);
+
+/* Argument check for API entry points: comm live, initialised, not aborted. */
+ncclResult_t anycclCommCheck(struct ncclComm* comm, const char* fn, int needReady);
+
+/* Work accounting */
+void anycclCommWorkStart(struct ncclComm* comm);
+void anycclCommWorkDone(struct ncclComm* comm);
+void anycclCommWaitIdle(struct ncclComm* comm);
+void anycclCommSetError(struct ncclComm* comm, ncclResult_t err);
+
+/* Groups and enqueue (group.c / enqueue.c) */
+ncclResult_t anycclEnqueue(struct ncclComm* comm, const struct anycclTask* task);
+ncclResult_t anycclGroupStartInternal(void);
+ncclResult_t anycclGroupEndInternal(void);
+int anycclGroupDepth(void);
+void anycclGroupSetError(ncclResult_t err);
+/* Defer an init to the end of the group (ncclCommInitRank inside a group). */
+ncclResult_t anycclGroupAddInit(struct ncclComm* comm, void* (*fn)(void*), void* arg);
+ncclResult_t anycclLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream);
+ncclResult_t anycclBuildPlan(struct ncclComm* comm, struct anycclTask* tasks, struct anycclPlan** plan);
+
+/* Resolve op/type to the device op (user ops included). */
+ncclResult_t anycclResolveOp(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, anycclRedOp* out);
+
+#endif

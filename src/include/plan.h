@@ -1,0 +1,108 @@
+/* Schedules: an algorithm emits, once per operation, a small program of
+ * steps as data; each executor interprets it (cpu: host loop; sim: timed
+ * flows; cuda: one block per lane). See docs/architecture.md.
+ *
+ * A plan is a sequence of phases run one after the other; a phase is a set
+ * of lanes that progress concurrently; a lane is either
+ *   - a STEP lane: a step program repeated over slices of a block range
+ *     (rings, chains, direct one-shot), or
+ *   - a P2P lane: a queue of contiguous transfers to or from one peer. */
+#ifndef ANYCCL_PLAN_H
+#define ANYCCL_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "reduce.h"
+#include "transport.h"
+
+enum { BUF_NONE = 0, BUF_IN, BUF_OUT, BUF_SCRATCH };
+
+/* One step moves one slice of block `chunk`:
+ *   v   = (recv >= 0 ? recv slot : in0) [OP in1]
+ *   out = v            (if out != BUF_NONE)
+ *   send slot = v      (if send >= 0)
+ * Reading BUF_IN under a PreMulSum op applies the scalar (own contribution);
+ * writing BUF_OUT under SumPostDiv divides (final result). */
+struct anycclStep {
+  int8_t recv;   /* lane conn index, or -1 */
+  int8_t send;   /* lane conn index, or -1 */
+  uint8_t in0;   /* buffer when recv < 0 */
+  uint8_t in1;   /* second operand, or BUF_NONE */
+  uint8_t out;
+  uint8_t pad;
+  int16_t chunk;    /* block whose length bounds the step (lane geometry) */
+  int16_t inChunk;  /* block of BUF_IN read */
+  int16_t outChunk; /* block of BUF_OUT read or written */
+};
+
+#define ANYCCL_MAX_LANE_CONNS 64
+
+struct anycclP2pOp {
+  char* ptr;
+  size_t bytes;
+};
+
+enum { LANE_STEPS = 0, LANE_P2P_SEND, LANE_P2P_RECV, LANE_COPY };
+
+struct anycclLane {
+  int kind;
+  /* --- LANE_STEPS --- */
+  int nsteps;
+  struct anycclStep* steps;      /* one slice's program */
+  int nconns;
+  struct anycclConn* conns[ANYCCL_MAX_LANE_CONNS];
+  /* Geometry: the data is cut into blocks of lenStride elements (the last
+   * ones shorter or empty: len(c) = clamp(lenTotal - c*lenStride, 0,
+   * lenStride)). The lane covers offsets [begin, end) within every block,
+   * `slice` elements per step. Block c of BUF_IN starts at c*inStride, of
+   * BUF_OUT at c*outStride. */
+  size_t lenTotal, lenStride, inStride, outStride;
+  size_t begin, end, slice;
+  char* scratch;                 /* slice-sized, for BUF_SCRATCH */
+  /* --- P2P lanes and LANE_COPY --- */
+  struct anycclConn* conn;
+  int nops;
+  struct anycclP2pOp* ops;       /* LANE_COPY: ops[2i] = src, ops[2i+1] = dst */
+  /* --- executor state --- */
+  size_t pos;                    /* STEPS: current slice offset; P2P: op index */
+  size_t sub;                    /* P2P: byte offset within op */
+  int cur;                       /* STEPS: current step */
+  int done;
+};
+
+struct anycclPhase {
+  /* operation data common to the lanes */
+  anycclRedOp op;
+  int reduce;                    /* 1 if steps with in1/recv+in reduce */
+  size_t elemSize;
+  char* in;
+  char* out;
+  int nlanes;
+  struct anycclLane* lanes;
+  struct anycclStep* steps;      /* owned step program (shared by lanes) */
+  struct anycclP2pOp* p2pOps;    /* owned op array (shared by lanes) */
+  const char* what;              /* for logs */
+};
+
+struct ncclComm;
+struct anycclPlan {
+  struct ncclComm* comm;
+  int nphases;
+  struct anycclPhase* phases;
+  uint64_t seq;                  /* per-comm launch number */
+  struct anycclPlan* next;       /* comm's list of plans being built */
+};
+
+void anycclPlanFree(struct anycclPlan* plan);
+
+struct anycclTask;
+/* Algorithms (algo/schedule.c): one collective task -> one phase; all the
+ * send/recv tasks of a group -> one phase. */
+ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, struct anycclPhase* ph);
+ncclResult_t anycclP2pPhase(struct ncclComm* comm, struct anycclTask** tasks, int ntasks, struct anycclPhase* ph);
+const char* anycclFuncName(int func);
+
+/* The cpu executor: run a plan to completion (called on the stream). */
+void anycclCpuExecute(void* plan);
+
+#endif

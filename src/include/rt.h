@@ -1,0 +1,49 @@
+/* The CUDA runtime as libnccl sees it: a table of the few runtime calls the
+ * core needs, resolved at run time (dlsym), so that libnccl links against no
+ * runtime and works with whichever one the process brings: anyccl-cpu now,
+ * the real CUDA runtime for the cuda backend. */
+#ifndef ANYCCL_RT_H
+#define ANYCCL_RT_H
+
+#include "nccl.h"
+
+typedef void (*anycclHostFn)(void* arg);
+
+typedef enum { ANYCCL_BACKEND_NONE = 0, ANYCCL_BACKEND_CPU, ANYCCL_BACKEND_CUDA } anycclBackendKind;
+
+struct anycclRt {
+  anycclBackendKind kind;
+  const char* name; /* "cpu" or "cuda" */
+  int (*getDevice)(int* dev);
+  int (*setDevice)(int dev);
+  int (*getDeviceCount)(int* n);
+  int (*deviceGetPCIBusId)(char* busId, int len, int dev);
+  int (*launchHostFunc)(cudaStream_t stream, anycclHostFn fn, void* arg);
+  int (*malloc)(void** ptr, size_t size);
+  int (*free)(void* ptr);
+  int (*streamSynchronize)(cudaStream_t stream);
+  const char* (*getErrorString)(int err);
+  int (*eventCreateWithFlags)(cudaEvent_t* ev, unsigned flags);
+  int (*eventRecord)(cudaEvent_t ev, cudaStream_t stream);
+  int (*streamWaitEvent)(cudaStream_t stream, cudaEvent_t ev, unsigned flags);
+  int (*eventDestroy)(cudaEvent_t ev);
+  int (*streamGetDevice)(cudaStream_t stream, int* dev); /* optional (NULL) */
+};
+
+extern struct anycclRt anycclRt;
+
+/* Resolve the runtime once; WARN and fail if the process has none. */
+ncclResult_t anycclRtInit(void);
+
+/* Call a runtime function; on error WARN with the call text and return
+ * ncclUnhandledCudaError. */
+#define CUDACHECK(call)                                                                          \
+  do {                                                                                           \
+    int e_ = (call);                                                                             \
+    if (e_ != 0) {                                                                               \
+      WARN("CUDA runtime call %s failed: %s (%d)", #call, anycclRt.getErrorString(e_), e_);      \
+      return ncclUnhandledCudaError;                                                             \
+    }                                                                                            \
+  } while (0)
+
+#endif

@@ -1,0 +1,95 @@
+/* Connections between two ranks of a communicator.
+ *
+ * Every connection is a FIFO of slots living in the receiver's segment
+ * (memory the sender can write: the same process's heap for P2P, a memfd
+ * mapping for SHM, a proxy-fed staging area for NET later). The sender fills
+ * a slot and publishes `tail`; the receiver consumes it and publishes `head`.
+ * Both ends ring the other's doorbell so that a sleeping rank wakes up.
+ *
+ * A transport is a table of functions: how to reach a peer's segment. The
+ * executors only ever see struct anycclConn. */
+#ifndef ANYCCL_TRANSPORT_H
+#define ANYCCL_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nccl.h"
+
+#define ANYCCL_MAX_SLOTS 32
+#define ANYCCL_CACHELINE 64
+
+/* One rank's doorbell: bumped by anybody who changed something the rank may
+ * be waiting for; the rank sleeps on it with a futex. */
+struct anycclBell {
+  uint32_t bell;
+  uint32_t sleepers;
+  char pad[ANYCCL_CACHELINE - 8];
+};
+
+struct anycclFifoCtrl {
+  uint64_t tail; /* slots posted by the sender */
+  char pad0[ANYCCL_CACHELINE - 8];
+  uint64_t head; /* slots consumed by the receiver */
+  char pad1[ANYCCL_CACHELINE - 8];
+  uint64_t sizes[ANYCCL_MAX_SLOTS]; /* bytes in each slot, written with the data */
+};
+
+/* One end of a connection, as the executor uses it. */
+struct anycclConn {
+  struct anycclFifoCtrl* ctrl;
+  char* buf;                 /* nslots * slotBytes */
+  int nslots;
+  size_t slotBytes;
+  uint64_t step;             /* sender: slots posted; receiver: slots consumed */
+  struct anycclBell* peerBell; /* the other end's doorbell */
+  int peer;
+  const char* via;           /* transport name, for logs */
+};
+
+/* A rank's shared segment: its doorbell, then its receive FIFOs. */
+struct anycclSegment {
+  char* base;
+  size_t size;
+  int fd;            /* memfd; -1 once closed */
+  int refs;          /* in-process users (atomic) */
+};
+
+/* What a rank publishes about its segment and itself at init. */
+struct anycclPeerInfo {
+  int rank;
+  int cudaDev;
+  int pid;
+  uint64_t hostHash;
+  uint64_t processToken; /* same value: same process */
+  char busId[32];
+  int maxChannels;       /* this rank's NCCL_MAX_NCHANNELS */
+  int nslots;            /* FIFO geometry (rank 0's is used) */
+  size_t slotBytes;
+  int segFd;
+  size_t segSize;
+  struct anycclSegment* segLocal; /* valid only in the same process */
+};
+
+struct ncclComm;
+
+struct anycclTransport {
+  const char* name; /* "P2P", "SHM" */
+  /* can this rank reach the peer's segment this way? */
+  int (*canConnect)(const struct anycclPeerInfo* self, const struct anycclPeerInfo* peer);
+  /* map the peer's segment; returns its base in *base */
+  ncclResult_t (*mapPeer)(const struct anycclPeerInfo* peer, char** base, void** handle);
+  void (*unmapPeer)(void* handle);
+};
+
+extern const struct anycclTransport anycclTransportP2p;
+extern const struct anycclTransport anycclTransportShm;
+
+/* Create the segment, exchange peer info, map peers, set up every
+ * connection (ring channels and the all-pairs p2p mesh). */
+ncclResult_t anycclTransportSetup(struct ncclComm* comm);
+void anycclTransportFree(struct ncclComm* comm);
+
+/* Doorbells. */
+void anycclBellRing(struct anycclBell* b);
+
+#endif

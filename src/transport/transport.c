@@ -1,0 +1,230 @@
+/* Connection setup: one segment per rank holding its doorbell and its receive
+ * FIFOs; each peer's segment is reached through the first transport that can
+ * (P2P inside a process, SHM inside a host). */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "bootstrap.h"
+#include "checks.h"
+#include "comm.h"
+#include "param.h"
+#include "transport.h"
+
+static const struct anycclTransport* transports[] = {&anycclTransportP2p, &anycclTransportShm};
+
+void anycclBellRing(struct anycclBell* b) {
+  __atomic_add_fetch(&b->bell, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&b->sleepers, __ATOMIC_SEQ_CST))
+    syscall(SYS_futex, &b->bell, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* Segment layout, identical on every rank for a given (nChannels, nRanks,
+ * nslots, slotBytes): bell | ring FIFOs [nChannels] | p2p FIFOs [nRanks]. */
+static size_t fifoBytes(int nslots, size_t slotBytes) {
+  return alignUp(sizeof(struct anycclFifoCtrl), 4096) + alignUp((size_t)nslots * slotBytes, 4096);
+}
+static size_t fifoOffset(const struct ncclComm* comm, int index) {
+  return 4096 + (size_t)index * fifoBytes(comm->nslots, comm->slotBytes);
+}
+static size_t segmentBytes(const struct ncclComm* comm) {
+  return fifoOffset(comm, comm->nChannels + comm->nRanks);
+}
+
+static ncclResult_t segmentCreate(struct ncclComm* comm) {
+  struct anycclSegment* seg;
+  ANYCCL_CALLOC(seg, 1);
+  seg->size = segmentBytes(comm);
+  seg->fd = memfd_create("anyccl-segment", MFD_CLOEXEC);
+  if (seg->fd < 0 || ftruncate(seg->fd, seg->size) != 0) {
+    WARN("Cannot create a %zu-byte shared segment: %s (check /dev/shm and memory limits)", seg->size,
+         strerror(errno));
+    if (seg->fd >= 0) close(seg->fd);
+    free(seg);
+    return ncclSystemError;
+  }
+  seg->base = mmap(NULL, seg->size, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd, 0);
+  if (seg->base == MAP_FAILED) {
+    WARN("mmap of a %zu-byte segment failed: %s", seg->size, strerror(errno));
+    close(seg->fd);
+    free(seg);
+    return ncclSystemError;
+  }
+  seg->refs = 1;
+  comm->segment = seg;
+  comm->bell = (struct anycclBell*)seg->base;
+  return ncclSuccess;
+}
+
+static void segmentRelease(struct anycclSegment* seg) {
+  if (seg == NULL) return;
+  if (__atomic_sub_fetch(&seg->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+  munmap(seg->base, seg->size);
+  if (seg->fd >= 0) close(seg->fd);
+  free(seg);
+}
+
+/* ---- P2P: ranks in one process share the segment directly ---------------- */
+static int p2pCan(const struct anycclPeerInfo* self, const struct anycclPeerInfo* peer) {
+  return self->processToken == peer->processToken && !anycclParamInt(PARAM_P2P_DISABLE);
+}
+static ncclResult_t p2pMap(const struct anycclPeerInfo* peer, char** base, void** handle) {
+  struct anycclSegment* seg = peer->segLocal;
+  __atomic_add_fetch(&seg->refs, 1, __ATOMIC_ACQ_REL);
+  *base = seg->base;
+  *handle = seg;
+  return ncclSuccess;
+}
+static void p2pUnmap(void* handle) { segmentRelease((struct anycclSegment*)handle); }
+const struct anycclTransport anycclTransportP2p = {"P2P/direct pointer", p2pCan, p2pMap, p2pUnmap};
+
+/* ---- SHM: ranks of one host map each other's memfd ----------------------- */
+struct shmMap {
+  char* base;
+  size_t size;
+};
+static int shmCan(const struct anycclPeerInfo* self, const struct anycclPeerInfo* peer) {
+  return self->hostHash == peer->hostHash && !anycclParamInt(PARAM_SHM_DISABLE);
+}
+static ncclResult_t shmMap(const struct anycclPeerInfo* peer, char** base, void** handle) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", peer->pid, peer->segFd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    WARN("SHM: cannot open rank %d's segment %s: %s (processes must run as the same user on one host)",
+         peer->rank, path, strerror(errno));
+    return ncclSystemError;
+  }
+  void* p = mmap(NULL, peer->segSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    WARN("SHM: mmap of rank %d's segment failed: %s", peer->rank, strerror(errno));
+    return ncclSystemError;
+  }
+  struct shmMap* m = malloc(sizeof(*m));
+  if (m == NULL) {
+    munmap(p, peer->segSize);
+    return ncclSystemError;
+  }
+  m->base = p;
+  m->size = peer->segSize;
+  *base = p;
+  *handle = m;
+  return ncclSuccess;
+}
+static void shmUnmap(void* handle) {
+  struct shmMap* m = handle;
+  munmap(m->base, m->size);
+  free(m);
+}
+const struct anycclTransport anycclTransportShm = {"SHM/direct/direct", shmCan, shmMap, shmUnmap};
+
+/* ---- connections --------------------------------------------------------- */
+static void connInit(struct anycclConn* c, char* segBase, const struct ncclComm* comm, int index, int peer,
+                     struct anycclBell* peerBell, const char* via) {
+  char* f = segBase + fifoOffset(comm, index);
+  c->ctrl = (struct anycclFifoCtrl*)f;
+  c->buf = f + alignUp(sizeof(struct anycclFifoCtrl), 4096);
+  c->nslots = comm->nslots;
+  c->slotBytes = comm->slotBytes;
+  c->step = 0;
+  c->peerBell = peerBell;
+  c->peer = peer;
+  c->via = via;
+}
+
+ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
+  int n = comm->nRanks, r = comm->rank;
+  NCCLCHECK(segmentCreate(comm));
+  struct anycclPeerInfo* me = &comm->peerInfo[r];
+  me->segFd = comm->segment->fd;
+  me->segSize = comm->segment->size;
+  me->segLocal = comm->segment;
+  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+
+  ANYCCL_CALLOC(comm->peerMaps, n);
+  ANYCCL_CALLOC(comm->peerTransport, n);
+  ANYCCL_CALLOC(comm->p2pSend, n);
+  ANYCCL_CALLOC(comm->p2pRecv, n);
+  char** bases;
+  ANYCCL_CALLOC(bases, n);
+  ncclResult_t res = ncclSuccess;
+  for (int q = 0; q < n; q++) {
+    if (q == r) {
+      bases[q] = comm->segment->base;
+      continue;
+    }
+    const struct anycclTransport* t = NULL;
+    for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++)
+      if (transports[i]->canConnect(me, &comm->peerInfo[q])) {
+        t = transports[i];
+        break;
+      }
+    if (t == NULL) {
+      WARN("No transport reaches rank %d (busId %s) from rank %d: ranks on different hosts need the network "
+           "transport, which this build lacks (check NCCL_HOSTID, NCCL_P2P_DISABLE, NCCL_SHM_DISABLE)",
+           q, comm->peerInfo[q].busId, r);
+      res = ncclSystemError;
+      goto fail;
+    }
+    NCCLCHECKGOTO(t->mapPeer(&comm->peerInfo[q], &bases[q], &comm->peerMaps[q]), res, fail);
+    comm->peerTransport[q] = t;
+  }
+  /* Rings: send into next's FIFO c, receive from my FIFO c. */
+  int next = comm->ringOrder[(comm->ringPos + 1) % n];
+  int prev = comm->ringOrder[(comm->ringPos + n - 1) % n];
+  for (int c = 0; c < comm->nChannels; c++) {
+    const char* via = next == r ? "self" : comm->peerTransport[next]->name;
+    connInit(&comm->ringSend[c], bases[next], comm, c, next, (struct anycclBell*)bases[next], via);
+    connInit(&comm->ringRecv[c], comm->segment->base, comm, c, prev, (struct anycclBell*)bases[prev],
+             prev == r ? "self" : comm->peerTransport[prev]->name);
+    if (n > 1)
+      INFO(NCCL_INIT | NCCL_P2P | NCCL_SHM, "Channel %02d/%d : %d[%d] -> %d[%d] via %s", c, comm->nChannels, r,
+           comm->cudaDev, next, comm->peerInfo[next].cudaDev, via);
+  }
+  /* All-pairs mesh for point-to-point and direct algorithms. */
+  for (int q = 0; q < n; q++) {
+    if (q == r) continue;
+    const char* via = comm->peerTransport[q]->name;
+    connInit(&comm->p2pSend[q], bases[q], comm, comm->nChannels + r, q, (struct anycclBell*)bases[q], via);
+    connInit(&comm->p2pRecv[q], comm->segment->base, comm, comm->nChannels + q, q, (struct anycclBell*)bases[q],
+             via);
+    TRACE(NCCL_INIT | NCCL_P2P, "P2P : %d[%d] -> %d[%d] via %s", r, comm->cudaDev, q, comm->peerInfo[q].cudaDev,
+          via);
+  }
+  if (n > 1)
+    INFO(NCCL_INIT | NCCL_P2P, "Connected all-pairs mesh of %d ranks: %d peers via %s", n, n - 1,
+         comm->peerTransport[r == 0 ? 1 : 0]->name);
+  /* Everybody mapped everybody: the memfds may close now (mappings stay). */
+  NCCLCHECKGOTO(bootstrapBarrier(comm->bootstrap, 0x7301), res, fail);
+  close(comm->segment->fd);
+  comm->segment->fd = -1;
+  free(bases);
+  return ncclSuccess;
+fail:
+  free(bases);
+  return res;
+}
+
+void anycclTransportFree(struct ncclComm* comm) {
+  if (comm->peerMaps) {
+    for (int q = 0; q < comm->nRanks; q++)
+      if (comm->peerMaps[q] && comm->peerTransport[q]) comm->peerTransport[q]->unmapPeer(comm->peerMaps[q]);
+  }
+  free(comm->peerMaps);
+  free(comm->peerTransport);
+  free(comm->p2pSend);
+  free(comm->p2pRecv);
+  comm->peerMaps = NULL;
+  comm->peerTransport = NULL;
+  comm->p2pSend = comm->p2pRecv = NULL;
+  segmentRelease(comm->segment);
+  comm->segment = NULL;
+}
