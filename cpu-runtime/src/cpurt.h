@@ -2,7 +2,7 @@
  *
  * Locking order (a thread that holds one of these only ever takes one that
  * comes later in the list, which is also the order the fork handler uses):
- *   handle tables (events, then streams) -> event locks -> device locks ->
+ *   event table -> event locks -> stream table -> device locks ->
  *   stream locks -> memory registry -> peer-access lock.
  * Nothing is held while user code (host functions, callbacks) runs. */
 #ifndef ANYCCL_CPURT_H
@@ -70,7 +70,7 @@ struct cpurtObj *cpurtHandlesAcquire(struct cpurtHandles *t, const void *h);
 struct cpurtObj *cpurtHandlesRemove(struct cpurtHandles *t, const void *h);
 void cpurtHandlesForEach(struct cpurtHandles *t, void (*fn)(struct cpurtObj *));
 void cpurtHandlesForkLock(struct cpurtHandles *t);
-void cpurtHandlesForkUnlock(struct cpurtHandles *t);
+void cpurtHandlesForkUnlock(struct cpurtHandles *t, bool child);
 
 /* ---- stream.c: work queues ---------------------------------------------- */
 struct cpurtDep {
@@ -147,7 +147,7 @@ extern struct cpurtHandles cpurtStreamTable;
 
 /* ---- event.c ------------------------------------------------------------ */
 void cpurtEventForkLock(void);
-void cpurtEventForkUnlock(void);
+void cpurtEventForkUnlock(bool child);
 
 /* ---- memory.c: the allocation registry ---------------------------------- */
 enum cpurtAllocKind {
@@ -185,7 +185,7 @@ bool cpurtIpcFindRef(pid_t pid, uint64_t ino, void **base);
  * true with out->refs == 0 when it was the last one (and is unregistered). */
 bool cpurtIpcUnref(const void *base, struct cpurtAlloc *out, bool *found);
 void cpurtMemForkLock(void);
-void cpurtMemForkUnlock(void);
+void cpurtMemForkUnlock(bool child);
 void cpurtFreeDeviceAllocs(int dev);
 
 #endif /* ANYCCL_CPURT_H */

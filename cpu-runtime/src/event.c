@@ -83,8 +83,8 @@ static void recordRun(struct cpurtOp *op) {
 
 static void recordFini(struct cpurtOp *op) { eventRelease(op->u.rec.ev); }
 
-/* The stream is resolved before the event is locked: event locks come
- * before the handle tables' in no path (see cpurt.h). */
+/* The caller resolved the stream before this locks the event: no path
+ * takes a handle table while it holds an event lock (see cpurt.h). */
 static cudaError_t record(struct cpurtEvent *ev, struct cpurtStream *s) {
   struct cpurtOp *op = cpurtOpNew();
   if (op == NULL) return cudaErrorMemoryAllocation;
@@ -256,7 +256,7 @@ void cpurtEventForkLock(void) {
   cpurtHandlesForEach(&eventTable, lockEvent);
 }
 
-void cpurtEventForkUnlock(void) {
+void cpurtEventForkUnlock(bool child) {
   cpurtHandlesForEach(&eventTable, unlockEvent);
-  cpurtHandlesForkUnlock(&eventTable);
+  cpurtHandlesForkUnlock(&eventTable, child);
 }

@@ -111,7 +111,11 @@ void cpurtHandlesForEach(struct cpurtHandles *t, void (*fn)(struct cpurtObj *)) 
     if (t->slots[i] > TOMBSTONE) fn((struct cpurtObj *)t->slots[i]);
 }
 
-/* Held across fork() so that the child's copy is consistent; the child's
- * only thread is the one that took it, so it can release it there too. */
+/* Held across fork() so that the child's copy is consistent. The child
+ * reinitialises it: glibc knows a write lock's owner by thread id, and the
+ * child's thread has a new one. */
 void cpurtHandlesForkLock(struct cpurtHandles *t) { pthread_rwlock_wrlock(&t->lock); }
-void cpurtHandlesForkUnlock(struct cpurtHandles *t) { pthread_rwlock_unlock(&t->lock); }
+void cpurtHandlesForkUnlock(struct cpurtHandles *t, bool child) {
+  if (child) pthread_rwlock_init(&t->lock, NULL);
+  else pthread_rwlock_unlock(&t->lock);
+}

@@ -383,19 +383,21 @@ static void forkPrepare(void) {
   cpurtPeerForkLock();
 }
 
-static void unlockAll(void) {
+/* Mutexes are released by the thread that locked them, which in the child
+ * is the only thread there is. */
+static void unlockAll(bool child) {
   cpurtPeerForkUnlock();
-  cpurtMemForkUnlock();
+  cpurtMemForkUnlock(child);
   for (int d = cpurtDeviceCount() - 1; d >= 0; d--) {
     struct cpurtDevice *dev = cpurtDevice(d);
     for (struct cpurtStream *x = dev->streams; x; x = x->next) pthread_mutex_unlock(&x->lock);
     pthread_mutex_unlock(&dev->lock);
   }
-  cpurtHandlesForkUnlock(&cpurtStreamTable);
-  cpurtEventForkUnlock();
+  cpurtHandlesForkUnlock(&cpurtStreamTable, child);
+  cpurtEventForkUnlock(child);
 }
 
-static void forkParent(void) { unlockAll(); }
+static void forkParent(void) { unlockAll(false); }
 
 static void forkChild(void) {
   struct cpurtOp *dropped = NULL;
@@ -419,7 +421,7 @@ static void forkChild(void) {
       }
     }
   }
-  unlockAll();
+  unlockAll(true);
   while (dropped) {
     struct cpurtOp *next = dropped->next;
     cpurtOpFree(dropped);

@@ -281,6 +281,8 @@ ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, 
   if (reduceFunc) {
     NCCLCHECK(anycclResolveOp(comm, t->op, t->type, &ph->op));
     ph->reduce = 1;
+    int u = (int)t->op - (int)ncclNumOps;
+    if (u >= 0 && comm->userOps[u].residence == ncclScalarDevice) ph->scalarPtr = comm->userOps[u].devScalar;
   }
   if (t->func == FUNC_ALLTOALL || t->func == FUNC_GATHER || t->func == FUNC_SCATTER) {
     ph->what = funcNames[t->func];

@@ -175,6 +175,7 @@ static inline int stopped(struct ncclComm* comm) {
 static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
   int remaining = ph->nlanes;
   int spins = 0;
+  if (ph->scalarPtr) memcpy(&ph->op.scalar, ph->scalarPtr, ph->elemSize);
   double lastProgress = 0;
   for (int i = 0; i < ph->nlanes; i++) {
     struct anycclLane* l = &ph->lanes[i];

@@ -104,22 +104,28 @@ static void bsNetInitOnce(void) {
   const char* ifSpec = anycclParamStr(PARAM_SOCKET_IFNAME);
   int found = 0;
   if (commId && commId[0]) {
-    if (ncclSocketGetAddrFromString(&bsCommIdHandle.addr, commId) != ncclSuccess) {
-      WARN("NCCL_COMM_ID=%s is not a valid host:port, ipv4:port or [ipv6]:port", commId);
+    char why[320];
+    if (ncclSocketParseAddr(&bsCommIdHandle.addr, commId, why, sizeof(why)) != ncclSuccess) {
+      WARN("NCCL_COMM_ID=%s is unusable: %s", commId, why);
       bsNetResult = ncclInvalidArgument;
       return;
     }
     bsCommIdHandle.magic = commIdMagic(commId);
     bsCommIdSet = 1;
     /* Without NCCL_SOCKET_IFNAME, use the interface that shares the root's subnet. */
-    if (!(ifSpec && ifSpec[0]))
+    if (!(ifSpec && ifSpec[0])) {
       found = ncclSocketFindInterfaceMatchSubnet(bsIfName, &bsIfAddr, &bsCommIdHandle.addr);
+      if (!found)
+        INFO(NCCL_BOOTSTRAP | NCCL_INIT, "Bootstrap: no local interface shares a subnet with NCCL_COMM_ID=%s; "
+             "using the default interface", commId);
+    }
   }
   if (!found) found = ncclSocketFindInterfaces(bsIfName, &bsIfAddr, 1);
   if (!found) {
     WARN("Bootstrap: no usable network interface (NCCL_SOCKET_IFNAME=%s, NCCL_SOCKET_FAMILY=%s); "
          "set NCCL_SOCKET_IFNAME to an interface that is up and has an address",
-         ifSpec ? ifSpec : "<unset>", anycclParamStr(PARAM_SOCKET_FAMILY) ? anycclParamStr(PARAM_SOCKET_FAMILY) : "<unset>");
+         ifSpec ? ifSpec : "<unset>",
+         anycclParamStr(PARAM_SOCKET_FAMILY) ? anycclParamStr(PARAM_SOCKET_FAMILY) : "<unset>");
     bsNetResult = ncclSystemError;
     return;
   }
@@ -543,7 +549,8 @@ static void* rootThread(void* arg) {
       if (root->joined > before) lastEvent = ncclSocketClockMs(); /* each join restarts the clock */
     }
     if (!root->failed && root->nranks > 0 && root->joined == root->nranks) {
-      for (int r = 0; r < root->nranks; r++) rootReply(root, &root->socks[r], ncclSuccess, &root->addrs[(r + 1) % root->nranks]);
+      for (int r = 0; r < root->nranks; r++)
+        rootReply(root, &root->socks[r], ncclSuccess, &root->addrs[(r + 1) % root->nranks]);
       INFO(NCCL_BOOTSTRAP, "Bootstrap %s: all %d ranks joined; ring sent", root->ep.who, root->nranks);
       done = 1;
     }
@@ -749,8 +756,10 @@ static ncclResult_t ringAllGather(struct bootstrapState* s, char* data, int size
   int n = s->nranks, next = (s->rank + 1) % n, prev = (s->rank + n - 1) % n;
   for (int i = 0; i < n - 1; i++) {
     int sendSlice = (s->rank - i + n) % n, recvSlice = (s->rank - i - 1 + n) % n;
-    NCCLCHECK(bsSendMsg(s, next, KIND_ALLGATHER, i, data + (size_t)sendSlice * size, size));
-    NCCLCHECK(bsRecvMsg(s, prev, KIND_ALLGATHER, i, data + (size_t)recvSlice * size, size));
+    char* sendPtr = size ? data + (size_t)sendSlice * size : NULL;
+    char* recvPtr = size ? data + (size_t)recvSlice * size : NULL;
+    NCCLCHECK(bsSendMsg(s, next, KIND_ALLGATHER, i, sendPtr, size));
+    NCCLCHECK(bsRecvMsg(s, prev, KIND_ALLGATHER, i, recvPtr, size));
   }
   return ncclSuccess;
 }

@@ -106,7 +106,7 @@ int ncclSocketFamilyParam(void) {
   return AF_UNSPEC;
 }
 
-ncclResult_t ncclSocketGetAddrFromString(union ncclSocketAddress* addr, const char* hostPort) {
+ncclResult_t ncclSocketParseAddr(union ncclSocketAddress* addr, const char* hostPort, char* why, int whyLen) {
   char host[256];
   const char* portStr;
   memset(addr, 0, sizeof(*addr));
@@ -137,7 +137,7 @@ ncclResult_t ncclSocketGetAddrFromString(union ncclSocketAddress* addr, const ch
   hints.ai_socktype = SOCK_STREAM;
   int rc = getaddrinfo(host, NULL, &hints, &res);
   if (rc != 0 || res == NULL) {
-    WARN("Cannot resolve host '%s' (from '%s'): %s", host, hostPort, rc ? gai_strerror(rc) : "no address");
+    snprintf(why, whyLen, "cannot resolve host '%s': %s", host, rc ? gai_strerror(rc) : "no address");
     return ncclInvalidArgument;
   }
   struct addrinfo* pick = NULL;
@@ -147,7 +147,7 @@ ncclResult_t ncclSocketGetAddrFromString(union ncclSocketAddress* addr, const ch
     if (p->ai_family == AF_INET6) pick = p;
   if (pick == NULL) {
     freeaddrinfo(res);
-    WARN("Host '%s' (from '%s') has no IPv4/IPv6 address", host, hostPort);
+    snprintf(why, whyLen, "host '%s' has no IPv4/IPv6 address", host);
     return ncclInvalidArgument;
   }
   memcpy(addr, pick->ai_addr, pick->ai_addrlen);
@@ -155,8 +155,15 @@ ncclResult_t ncclSocketGetAddrFromString(union ncclSocketAddress* addr, const ch
   ncclSocketAddrSetPort(addr, (int)port);
   return ncclSuccess;
 malformed:
-  WARN("Malformed address '%s': expected host:port, ipv4:port or [ipv6]:port", hostPort ? hostPort : "(null)");
+  snprintf(why, whyLen, "expected host:port, ipv4:port or [ipv6]:port with a port in 1..65535");
   return ncclInvalidArgument;
+}
+
+ncclResult_t ncclSocketGetAddrFromString(union ncclSocketAddress* addr, const char* hostPort) {
+  char why[320];
+  ncclResult_t res = ncclSocketParseAddr(addr, hostPort, why, sizeof(why));
+  if (res != ncclSuccess) WARN("Bad address '%s': %s", hostPort ? hostPort : "(null)", why);
+  return res;
 }
 
 /* ---- interfaces ---------------------------------------------------------- */
@@ -312,9 +319,12 @@ ncclResult_t ncclSocketListen(struct ncclSocket* sock, const union ncclSocketAdd
   if (reuseAddr) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   socklen_t len = ncclSocketAddrLen(local);
   if (bind(fd, &local->sa, len) != 0) {
-    WARN("Cannot listen on %s: bind failed: %s%s", ncclSocketToString(local, name), strerror(errno),
-         errno == EADDRINUSE ? " (is another job using this port?)"
-         : errno == EADDRNOTAVAIL ? " (the address is not one of this host's; check NCCL_COMM_ID / NCCL_SOCKET_IFNAME)" : "");
+    int e = errno;
+    const char* hint = e == EADDRINUSE ? " (is another job using this port?)"
+                       : e == EADDRNOTAVAIL
+                           ? " (the address is not one of this host's; check NCCL_COMM_ID / NCCL_SOCKET_IFNAME)"
+                           : "";
+    WARN("Cannot listen on %s: bind failed: %s%s", ncclSocketToString(local, name), strerror(e), hint);
     close(fd);
     sock->err = ncclSocketErrSys;
     return ncclSystemError;

@@ -73,6 +73,7 @@ struct anycclLane {
 struct anycclPhase {
   /* operation data common to the lanes */
   anycclRedOp op;
+  const void* scalarPtr;         /* device-resident PreMulSum scalar: read when the phase runs */
   int reduce;                    /* 1 if steps with in1/recv+in reduce */
   size_t elemSize;
   char* in;

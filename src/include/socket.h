@@ -75,6 +75,8 @@ void ncclSocketAddrSetPort(union ncclSocketAddress* addr, int port);
  * getaddrinfo, honouring NCCL_SOCKET_FAMILY; IPv4 preferred when unset).
  * ncclInvalidArgument (with a WARN) if malformed or unresolvable. */
 ncclResult_t ncclSocketGetAddrFromString(union ncclSocketAddress* addr, const char* hostPort);
+/* The same without logging: on failure, why (whyLen bytes) says what is wrong. */
+ncclResult_t ncclSocketParseAddr(union ncclSocketAddress* addr, const char* hostPort, char* why, int whyLen);
 
 /* ---- interfaces ---------------------------------------------------------- */
 /* NCCL_SOCKET_FAMILY as AF_UNSPEC, AF_INET or AF_INET6. */
