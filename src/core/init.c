@@ -96,9 +96,17 @@ static ncclResult_t checkDuplicateDevices(struct ncclComm* comm) {
   return ncclSuccess;
 }
 
+static pthread_once_t bannerOnce = PTHREAD_ONCE_INIT;
+static void banner(void) {
+  if (ncclDebugLevel() >= NCCL_LOG_VERSION)
+    printf("NCCL version %d.%d.%d (anyccl %s, backend %s)\n", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
+           ANYCCL_VERSION_STRING, anycclRt.name);
+}
+
 static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   int n = comm->nRanks, r = comm->rank;
   NCCLCHECK(anycclRtInit());
+  if (r == 0) pthread_once(&bannerOnce, banner);
   CUDACHECK(anycclRt.setDevice(comm->cudaDev));
   CUDACHECK(anycclRt.deviceGetPCIBusId(comm->busId, sizeof(comm->busId), comm->cudaDev));
   NCCLCHECK(bootstrapInit(id, r, n, &comm->abortFlag, &comm->bootstrap));
@@ -171,8 +179,6 @@ static void* initJobRun(void* arg) {
     __atomic_store_n(&comm->state, COMM_READY, __ATOMIC_RELEASE);
   } else {
     __atomic_store_n(&comm->state, COMM_FAILED, __ATOMIC_RELEASE);
-    /* the bootstrap may be half-built: make sure nobody waits on it */
-    if (comm->bootstrap) bootstrapAbort(comm->bootstrap);
   }
   __atomic_store_n(&comm->asyncResult, res, __ATOMIC_RELEASE);
   free(job);
@@ -380,7 +386,6 @@ static void* splitJobRun(void* arg) {
   ncclResult_t res = splitRun(job);
   if (job->child) {
     __atomic_store_n(&job->child->state, res == ncclSuccess ? COMM_READY : COMM_FAILED, __ATOMIC_RELEASE);
-    if (res != ncclSuccess && job->child->bootstrap) bootstrapAbort(job->child->bootstrap);
     __atomic_store_n(&job->child->asyncResult, res, __ATOMIC_RELEASE);
   }
   free(job);
@@ -522,8 +527,9 @@ NCCL_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm)) {
 NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm)) {
   if (comm == NULL) return ncclSuccess;
   NCCLCHECK(anycclCommCheck(comm, "ncclCommAbort", 0));
+  /* The bootstrap and every executor wait watch abortFlag: an init in
+   * progress and running plans return promptly; commFree then closes. */
   __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
-  if (comm->bootstrap) bootstrapAbort(comm->bootstrap);
   if (comm->bell) anycclBellRing(comm->bell);
   joinInit(comm);
   anycclCommWaitIdle(comm);
