@@ -282,6 +282,8 @@ int main(int argc, char* argv[]) {
       }
       close(pipes[r][0]);
     }
+    free(pipes);
+    free(pids);
     exit(runRank(r, nRanks, r, id, size, "Proc"));
   }
   for (int r = 1; r < nRanks; r++) {

@@ -172,6 +172,11 @@ CPURT_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int d
   return cudaSuccess;
 }
 
+/* The name that programs built against CUDA 12's headers call. */
+CPURT_API cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device) {
+  return cudaGetDeviceProperties(prop, device);
+}
+
 static bool attrValue(const struct cudaDeviceProp *p, enum cudaDeviceAttr attr, int *v) {
   switch (attr) {
   case cudaDevAttrMaxThreadsPerBlock: *v = p->maxThreadsPerBlock; break;

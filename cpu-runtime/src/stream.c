@@ -168,6 +168,7 @@ static void *workerMain(void *arg) {
     if (s->head == NULL) s->tail = NULL;
     pthread_mutex_unlock(&s->lock);
     cpurtWaitDeps(op);
+    self->device = s->device;       /* a host function may have changed it */
     if (op->run) op->run(op);
     cpurtOpFree(op);
     pthread_mutex_lock(&s->lock);

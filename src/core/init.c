@@ -98,7 +98,7 @@ static ncclResult_t checkDuplicateDevices(struct ncclComm* comm) {
 
 static pthread_once_t bannerOnce = PTHREAD_ONCE_INIT;
 static void banner(void) {
-  if (ncclDebugLevel() >= NCCL_LOG_VERSION)
+  if (ncclDebugLevel() == NCCL_LOG_VERSION || ncclDebugLevel() >= NCCL_LOG_INFO)
     printf("NCCL version %d.%d.%d (anyccl %s, backend %s)\n", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
            ANYCCL_VERSION_STRING, anycclRt.name);
 }

@@ -593,9 +593,10 @@ static int refMatches(const ref_t* ref, uint64_t got, int ty) {
 }
 
 static void refFormat(const ref_t* ref, int ty, char* buf, size_t len) {
-  if (ref->exact && !isFloatT(ty))
-    snprintf(buf, len, "0x%llx (%lld)", (unsigned long long)ref->bits,
-             isSignedT(ty) ? (long long)sext(ref->bits, typeSize[ty]) : (long long)ref->bits);
+  if (ref->exact && isSignedT(ty))
+    snprintf(buf, len, "0x%llx (%lld)", (unsigned long long)ref->bits, (long long)sext(ref->bits, typeSize[ty]));
+  else if (ref->exact && !isFloatT(ty))
+    snprintf(buf, len, "0x%llx (%llu)", (unsigned long long)ref->bits, (unsigned long long)ref->bits);
   else if (ref->exact)
     snprintf(buf, len, "0x%llx (%.9g)", (unsigned long long)ref->bits, decodeBits(ref->bits, ty));
   else
@@ -618,7 +619,8 @@ typedef struct {
 
 #define GUARD 64
 #define POISON_REF_LIMIT 65536 /* int reductions: reference-derived poison up to this many elements */
-#define MAX_PRINT 8
+#define MAX_PRINT 40     /* mismatch lines per rank */
+#define MAX_PRINT_ITEM 3 /* ... per trial */
 
 typedef struct {
   void* dev;
@@ -637,6 +639,7 @@ typedef struct {
   ncclRedOp_t op;
   int opLive;
   void* devScalar;
+  long bad;
 } item_t;
 
 /* Corruption injection (to prove that the checker fails): ANYCCL_TEST_CORRUPT
@@ -830,7 +833,7 @@ static void reportMismatch(item_t* it, const char* fmt, ...) __attribute__((form
 static void reportMismatch(item_t* it, const char* fmt, ...) {
   ctx_t* ctx = it->ctx;
   ctx->mismatches++;
-  if (ctx->printed >= MAX_PRINT) return;
+  if (++it->bad > MAX_PRINT_ITEM || ctx->printed >= MAX_PRINT) return;
   ctx->printed++;
   char d[160], msg[512];
   trialDesc(it->t, d, sizeof(d));
@@ -904,11 +907,23 @@ static long itemCheck(item_t* it) {
         if (!refMatches(&ref, got, ty)) {
           char e[96];
           refFormat(&ref, ty, e, sizeof(e));
-          reportMismatch(it, "element %zu: expected %s, got 0x%llx (%.9g)", j, e, (unsigned long long)got,
-                         isFloatT(ty) ? decodeBits(got, ty) : (double)(isSignedT(ty) ? sext(got, es) : (int64_t)got));
+          if (isFloatT(ty))
+            reportMismatch(it, "element %zu: expected %s, got 0x%llx (%.9g)", j, e, (unsigned long long)got,
+                           decodeBits(got, ty));
+          else if (isSignedT(ty))
+            reportMismatch(it, "element %zu: expected %s, got 0x%llx (%lld)", j, e, (unsigned long long)got,
+                           (long long)sext(got, es));
+          else
+            reportMismatch(it, "element %zu: expected %s, got 0x%llx (%llu)", j, e, (unsigned long long)got,
+                           (unsigned long long)got);
         }
       }
     }
+  }
+  if (it->bad > MAX_PRINT_ITEM) {
+    char d[160];
+    trialDesc(t, d, sizeof(d));
+    say("MISMATCH %s rank %d/%d: %s: %ld mismatches in all\n", ctx->name, ctx->rank, ctx->nranks, d, it->bad);
   }
   for (int k = 0; k < it->nreg; k++) {
     CUDAOK(cudaFree(it->reg[k].dev));

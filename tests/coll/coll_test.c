@@ -23,6 +23,7 @@
  *   ANYCCL_TEST_MEDIUM, ANYCCL_TEST_UNALIGNED, ANYCCL_TEST_LARGE
  *                          number of extra trials of each size class
  *   ANYCCL_TEST_MATRIX     0 skips the small-count matrix
+ *   ANYCCL_TEST_ONLY       run only the trial with this id (as printed)
  *   ANYCCL_TEST_TIMEOUT    seconds before the watchdog fails the run (default 100)
  *   ANYCCL_TEST_CORRUPT    result | guard | send: corrupt one byte on purpose
  * Exit status: 0 pass, 1 mismatches, 2 a call failed, 3 timeout.
@@ -84,6 +85,14 @@ static void buildPlan(plan_t* p, uint64_t seed, int n) {
     i += len;
   }
   p->ntrials = k;
+  const char* only = getenv("ANYCCL_TEST_ONLY"); /* rerun one trial: its id */
+  if (only && *only) {
+    int id = atoi(only), m = 0;
+    for (int i = 0; i < k; i++)
+      if (p->trials[i].id == id) p->trials[m++] = p->trials[i];
+    for (int i = 0; i < m; i++) p->batch[i] = 1;
+    p->ntrials = m;
+  }
 }
 
 /* Run the plan on the ranks this thread drives (1, or all of them). */
@@ -206,7 +215,7 @@ static long modeAll(int n, const plan_t* plan) {
   ncclComm_t comms[MAX_RANKS];
   ctx_t ctxs[MAX_RANKS];
   ctx_t* cp[MAX_RANKS];
-  int devs[MAX_RANKS];
+  int devs[MAX_RANKS] = {0};
   for (int r = 0; r < n; r++) devs[r] = n - 1 - r; /* rank r on device n-1-r */
   NCCLOK(ncclCommInitAll(comms, n, devs));
   for (int r = 0; r < n; r++) {
@@ -224,7 +233,7 @@ static int childMain(int r, int n, const char* fds, const plan_t* plan) {
   rankArg_t a = {.rank = r, .n = n, .plan = plan};
   if (r == 0) {
     NCCLOK(ncclGetUniqueId(&a.id));
-    char* list = strdup(fds);
+    char* list = strdup(strcmp(fds, "-") == 0 ? "" : fds);
     for (char* tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
       int fd = atoi(tok);
       if (write(fd, &a.id, sizeof(a.id)) != (ssize_t)sizeof(a.id)) die("rank 0: writing the unique id to a pipe");
