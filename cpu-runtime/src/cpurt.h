@@ -112,6 +112,7 @@ struct cpurtStream {
   uint64_t submitted, completed;
   int waiters;
   bool workerRunning, destroyed;
+  bool busy;                        /* an op is running (worker or inline) */
   struct cpurtStream *prev, *next;  /* the device's stream list */
   struct cpurtStream *forkNext;     /* used by the fork handler only */
 };

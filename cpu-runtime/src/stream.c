@@ -130,10 +130,41 @@ bool cpurtStreamReached(struct cpurtStream *s, uint64_t seq) {
 /* A worker never waits for its own stream: the work it would wait for
  * includes the op it is running (a host function that synchronises its own
  * stream, which CUDA forbids, returns instead of deadlocking). */
+static void runOp(struct cpurtStream *s, struct cpurtOp *op);
+
+/* A synchronising thread runs the stream's next op itself when nobody else
+ * is running one: the work would otherwise cost a wake-up of the worker and
+ * another of the waiter. Claimed under s->lock exactly as the worker claims
+ * ops, so order and exclusivity are the worker's. Called and returns with
+ * s->lock held. */
+static bool runInline(struct cpurtStream *s) {
+  struct cpurtOp *op = s->head;
+  if (op == NULL || s->busy) return false;
+  s->head = op->next;
+  if (s->head == NULL) s->tail = NULL;
+  s->busy = true;
+  pthread_mutex_unlock(&s->lock);
+  struct cpurtThread *self = cpurtSelf();
+  struct cpurtThread saved = *self;
+  self->isWorker = true;
+  self->workerOf = s;
+  runOp(s, op);
+  self->device = saved.device;
+  self->isWorker = saved.isWorker;
+  self->workerOf = saved.workerOf;
+  pthread_mutex_lock(&s->lock);
+  s->busy = false;
+  s->completed++;
+  if (s->waiters) pthread_cond_broadcast(&s->doneCond);
+  pthread_cond_signal(&s->workCond); /* more work, or a destroyed stream to retire */
+  return true;
+}
+
 void cpurtStreamWaitFor(struct cpurtStream *s, uint64_t seq) {
   if (s == cpurtSelf()->workerOf) return;
   pthread_mutex_lock(&s->lock);
   while (s->completed < seq) {
+    if (runInline(s)) continue;
     s->waiters++;
     pthread_cond_wait(&s->doneCond, &s->lock);
     s->waiters--;
@@ -153,6 +184,13 @@ bool cpurtDepsReached(struct cpurtOp *op) {
 
 /* ---- the worker --------------------------------------------------------- */
 
+static void runOp(struct cpurtStream *s, struct cpurtOp *op) {
+  cpurtWaitDeps(op);
+  cpurtSelf()->device = s->device;  /* work runs on the stream's device */
+  if (op->run) op->run(op);
+  cpurtOpFree(op);
+}
+
 static void *workerMain(void *arg) {
   struct cpurtStream *s = arg;
   struct cpurtThread *self = cpurtSelf();
@@ -161,17 +199,17 @@ static void *workerMain(void *arg) {
   self->workerOf = s;
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    while (s->head == NULL && !s->destroyed) pthread_cond_wait(&s->workCond, &s->lock);
+    while ((s->head == NULL || s->busy) && !(s->destroyed && s->head == NULL && !s->busy))
+      pthread_cond_wait(&s->workCond, &s->lock);
     struct cpurtOp *op = s->head;
     if (op == NULL) break;          /* destroyed and drained */
     s->head = op->next;
     if (s->head == NULL) s->tail = NULL;
+    s->busy = true;
     pthread_mutex_unlock(&s->lock);
-    cpurtWaitDeps(op);
-    self->device = s->device;       /* a host function may have changed it */
-    if (op->run) op->run(op);
-    cpurtOpFree(op);
+    runOp(s, op);
     pthread_mutex_lock(&s->lock);
+    s->busy = false;
     s->completed++;
     if (s->waiters) pthread_cond_broadcast(&s->doneCond);
   }
