@@ -37,7 +37,7 @@ struct report {
   float in[NSHOW], out[NSHOW], expect[NSHOW];
   size_t wrong, firstWrong;
   float wrongGot, wrongExpect;
-  char error[200];
+  char error[400];
 };
 
 struct options {
@@ -245,6 +245,7 @@ static int runProcesses(void) {
     close(pipes[r][1]);
   }
   /* When one rank dies, the others would wait for it until a timeout: stop them. */
+  int stopped = 0;
   for (int left = n; left > 0;) {
     int status;
     pid_t pid = waitpid(-1, &status, 0);
@@ -257,14 +258,19 @@ static int runProcesses(void) {
     if (r == n) continue;
     pids[r] = 0;
     left--;
-    if (WIFSIGNALED(status) && !reports[r].error[0])
+    if (WIFSIGNALED(status) && reports[r].done) {
+      /* it had finished its check when it was stopped: its report stands */
+    } else if (WIFSIGNALED(status) && stopped && !reports[r].error[0])
+      snprintf(reports[r].error, sizeof(reports[r].error), "stopped by the demo after another rank failed");
+    else if (WIFSIGNALED(status) && !reports[r].error[0])
       snprintf(reports[r].error, sizeof(reports[r].error), "process %d was killed by signal %d (%s)", (int)pid,
                WTERMSIG(status), strsignal(WTERMSIG(status)));
     else if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && !reports[r].error[0] && reports[r].pass == 0 &&
              reports[r].wrong == 0)
       snprintf(reports[r].error, sizeof(reports[r].error), "process %d exited with status %d", (int)pid,
                WEXITSTATUS(status));
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && left > 0) {
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && left > 0 && !stopped) {
+      stopped = 1;
       for (int q = 0; q < n; q++)
         if (pids[q] > 0) kill(pids[q], SIGKILL);
     }

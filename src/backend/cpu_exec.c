@@ -200,6 +200,8 @@ static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
       continue;
     }
     if (stopped(comm)) return ncclSuccess;
+    ncclResult_t async = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
+    if (async != ncclSuccess && async != ncclInProgress) return async; /* e.g. the proxy lost a peer */
     if (++spins < comm->spinCount) {
       cpuRelax();
       continue;

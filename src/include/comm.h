@@ -74,6 +74,7 @@ struct ncclComm {
   struct anycclConn* p2pSend;    /* [nRanks] */
   struct anycclConn* p2pRecv;    /* [nRanks] */
   char* scratch;                 /* slot-sized scratch, one per channel */
+  struct anycclProxy* proxy;     /* network progress (NULL when no peer is remote) */
 
   /* work */
   struct anycclTask* taskHead;   /* tasks of the open group */

@@ -281,5 +281,9 @@ ncclResult_t anycclTopoFinish(struct anycclTopo* topo, char* err, size_t errLen)
 /* Parse a PCI bus id ("0000:17:00.0"; the domain may have 1..8 hex digits):
  * 0 and the normalised text / numeric id, or -1. */
 int anycclTopoParseBusId(const char* s, char out[ANYCCL_TOPO_BUSID_LEN], int64_t* id);
+/* Format an error into err (or WARN it when err is NULL); returns ncclInvalidUsage. */
+ncclResult_t anycclTopoError(char* err, size_t errLen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Compute host->gpuPaths and host->netPaths (anycclTopoFinish calls it). */
+ncclResult_t anycclTopoComputePaths(struct anycclTopoHost* host);
 
 #endif

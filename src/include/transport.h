@@ -23,7 +23,8 @@
 struct anycclBell {
   uint32_t bell;
   uint32_t sleepers;
-  char pad[ANYCCL_CACHELINE - 8];
+  int32_t eventFd1; /* eventfd + 1 to write on ring (proxy bells only), 0 = none */
+  char pad[ANYCCL_CACHELINE - 12];
 };
 
 struct anycclFifoCtrl {
@@ -43,6 +44,8 @@ struct anycclConn {
   uint64_t step;             /* sender: slots posted; receiver: slots consumed */
   struct anycclBell* peerBell; /* the other end's doorbell */
   int peer;
+  int net;                   /* the peer is reached through the network proxy */
+  int fifoIndex;             /* index of the FIFO in the receiver's segment */
   const char* via;           /* transport name, for logs */
 };
 
@@ -83,6 +86,12 @@ struct anycclTransport {
 
 extern const struct anycclTransport anycclTransportP2p;
 extern const struct anycclTransport anycclTransportShm;
+extern const struct anycclTransport anycclTransportNet;
+
+/* The network transport (net.c): a proxy thread per communicator moves the
+ * slots of every net connection through the net plugin table. */
+ncclResult_t anycclNetSetup(struct ncclComm* comm);
+void anycclNetFree(struct ncclComm* comm);
 
 /* Create the segment, exchange peer info, map peers, set up every
  * connection (ring channels and the all-pairs p2p mesh). */

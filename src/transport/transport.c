@@ -16,12 +16,17 @@
 #include "param.h"
 #include "transport.h"
 
-static const struct anycclTransport* transports[] = {&anycclTransportP2p, &anycclTransportShm};
+static const struct anycclTransport* transports[] = {&anycclTransportP2p, &anycclTransportShm, &anycclTransportNet};
 
 void anycclBellRing(struct anycclBell* b) {
   __atomic_add_fetch(&b->bell, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&b->sleepers, __ATOMIC_SEQ_CST))
     syscall(SYS_futex, &b->bell, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+  if (b->eventFd1) {
+    uint64_t one = 1;
+    ssize_t r = write(b->eventFd1 - 1, &one, sizeof(one));
+    (void)r;
+  }
 }
 
 static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -126,18 +131,35 @@ static void shmUnmap(void* handle) {
 }
 const struct anycclTransport anycclTransportShm = {"SHM/direct/direct", shmCan, shmMap, shmUnmap};
 
+/* ---- NET: ranks of other hosts, through the proxy (net.c) ------------------ */
+static int netCan(const struct anycclPeerInfo* self, const struct anycclPeerInfo* peer) {
+  return self->hostHash != peer->hostHash && !anycclParamInt(PARAM_NET_DISABLE);
+}
+static ncclResult_t netMap(const struct anycclPeerInfo* peer, char** base, void** handle) {
+  *base = NULL; /* nothing to map: net.c gives the connections their FIFOs */
+  *handle = NULL;
+  return ncclSuccess;
+}
+static void netUnmap(void* handle) {}
+const struct anycclTransport anycclTransportNet = {"NET/Socket/0", netCan, netMap, netUnmap};
+
 /* ---- connections --------------------------------------------------------- */
 static void connInit(struct anycclConn* c, char* segBase, const struct ncclComm* comm, int index, int peer,
                      struct anycclBell* peerBell, const char* via) {
-  char* f = segBase + fifoOffset(comm, index);
-  c->ctrl = (struct anycclFifoCtrl*)f;
-  c->buf = f + alignUp(sizeof(struct anycclFifoCtrl), 4096);
+  c->peer = peer;
+  c->via = via;
+  c->fifoIndex = index;
   c->nslots = comm->nslots;
   c->slotBytes = comm->slotBytes;
   c->step = 0;
+  if (segBase == NULL) { /* a net send: the proxy's staging FIFO, set up by net.c */
+    c->net = 1;
+    return;
+  }
+  char* f = segBase + fifoOffset(comm, index);
+  c->ctrl = (struct anycclFifoCtrl*)f;
+  c->buf = f + alignUp(sizeof(struct anycclFifoCtrl), 4096);
   c->peerBell = peerBell;
-  c->peer = peer;
-  c->via = via;
 }
 
 ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
@@ -202,6 +224,12 @@ ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
   if (n > 1)
     INFO(NCCL_INIT | NCCL_P2P, "Connected all-pairs mesh of %d ranks: %d peers via %s", n, n - 1,
          comm->peerTransport[r == 0 ? 1 : 0]->name);
+  /* Receives from remote peers are fed by the proxy, not by the peer. */
+  for (int c = 0; c < comm->nChannels; c++)
+    if (comm->peerTransport[prev] == &anycclTransportNet) comm->ringRecv[c].net = 1;
+  for (int q = 0; q < n; q++)
+    if (q != r && comm->peerTransport[q] == &anycclTransportNet) comm->p2pRecv[q].net = 1;
+  NCCLCHECKGOTO(anycclNetSetup(comm), res, fail);
   /* Everybody mapped everybody: the memfds may close now (mappings stay). */
   NCCLCHECKGOTO(bootstrapBarrier(comm->bootstrap, 0x7301), res, fail);
   close(comm->segment->fd);
@@ -214,6 +242,7 @@ fail:
 }
 
 void anycclTransportFree(struct ncclComm* comm) {
+  anycclNetFree(comm);
   if (comm->peerMaps) {
     for (int q = 0; q < comm->nRanks; q++)
       if (comm->peerMaps[q] && comm->peerTransport[q]) comm->peerTransport[q]->unmapPeer(comm->peerMaps[q]);

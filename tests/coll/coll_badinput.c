@@ -226,7 +226,7 @@ static void initCases(void) {
          "device|devlist|GPU");
   expect("ncclCommInitAll with device 999", ncclCommInitAll(comms, 2, outOfRange), ncclInvalidArgument, NULL,
          "device|devlist");
-  expect("ncclCommInitAll with ndev 0", ncclCommInitAll(comms, 0, NULL), ncclInvalidArgument, NULL, "ndev");
+  expect("ncclCommInitAll with ndev -1", ncclCommInitAll(comms, -1, NULL), ncclInvalidArgument, NULL, "ndev");
 
   expect("ncclGetUniqueId(NULL)", ncclGetUniqueId(NULL), ncclInvalidArgument, NULL, "uniqueId|id");
   expect("ncclGetVersion(NULL)", ncclGetVersion(NULL), ncclInvalidArgument, NULL, "version");
@@ -318,6 +318,7 @@ int main(void) {
     snprintf(ctxs[r].name, sizeof(ctxs[r].name), "initall");
     CUDAOK(cudaSetDevice(r));
     CUDAOK(cudaStreamCreate(&ctxs[r].stream));
+    CUDAOK(cudaStreamCreate(&ctxs[r].stream2));
   }
   void *sb, *rb;
   CUDAOK(cudaSetDevice(0));
@@ -381,6 +382,7 @@ int main(void) {
   for (int r = 0; r < 2; r++) {
     CUDAOK(cudaSetDevice(r));
     CUDAOK(cudaStreamDestroy(ctxs[r].stream));
+    CUDAOK(cudaStreamDestroy(ctxs[r].stream2));
     NCCLOK(ncclCommDestroy(comms[r]));
   }
   say("coll_badinput: %d checks, %d failed: %s\n", nchecks, nfail, nfail ? "FAIL" : "PASS");

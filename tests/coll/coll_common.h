@@ -32,11 +32,12 @@
  *     as for sum, compared with a tolerance. With S = sum over ranks of
  *     |s * x_r| (the largest magnitude any partial result can have), the
  *     library performs at most n multiplications, n-1 additions and one final
- *     rounding to the type, each erring by at most half an ulp of a value
- *     <= S, i.e. <= u*S/2 where u = 2^-mantissa_bits is the ulp of 1.0; a
+ *     rounding to the type: 2n roundings, each erring by at most half an
+ *     ulp of a value of magnitude <= S (1 + u)^2n, i.e. <= u*S/2 (slightly
+ *     more), where u = 2^-mantissa_bits is the ulp of 1.0: n*u*S in all. A
  *     library that uses the exact 1/n instead of the rounded s errs by at
  *     most another u*S/2. We allow
- *         tol = (2n + 2) * u * S + 2n * smallest_subnormal
+ *         tol = (n + 2) * u * S + 2n * smallest_subnormal
  *     (the second term covers roundings in the subnormal range, whose error
  *     is absolute, half the smallest subnormal). For double, the reference
  *     sum itself is computed in double and errs by < n*u*S/2, inside tol.
@@ -375,6 +376,7 @@ typedef struct {
   int misSend, misRecv; /* element offsets of the data in its allocation */
   int destroyEarly;     /* destroy a premulsum op right after the call returns */
   int orderSeed;        /* order of the send/recv calls */
+  int streamSel;        /* 0: the rank's stream, 1: its second stream, 2: the NULL (default) stream */
   uint64_t seed;
   /* input generation */
   int gen;
@@ -467,6 +469,8 @@ static trial_t makeTrial(uint64_t seed, int id, int n, int func, int type, int o
   t.misRecv = (rnext(&r) & 1) ? (int)rbelow(&r, 8) : 0;
   t.destroyEarly = (int)(rnext(&r) & 1);
   t.orderSeed = (int)rbelow(&r, 1 << 30);
+  t.streamSel = (int)rbelow(&r, 8);
+  t.streamSel = t.streamSel < 6 ? 0 : t.streamSel - 5;
   t.count = pickCount(&r, cls, type, sendMult(func) || recvMult(func), n);
   pickScalar(&t, &r);
   setupGen(&t);
@@ -562,7 +566,7 @@ static void refReduce(const trial_t* t, size_t idx, ref_t* out) {
   out->val = acc;
   out->tol = 0;
   if (t->op == OP_AVG || t->op == OP_PREMUL_HOST || t->op == OP_PREMUL_DEV)
-    out->tol = (2.0 * n + 2) * ulpOne(ty) * mag + 2.0 * n * minSubnormal(ty);
+    out->tol = (n + 2.0) * ulpOne(ty) * mag + 2.0 * n * minSubnormal(ty);
 }
 
 /* Expected element j of rank r's receive buffer. */
@@ -609,12 +613,13 @@ static void refFormat(const ref_t* ref, int ty, char* buf, size_t len) {
 typedef struct {
   ncclComm_t comm;
   int rank, nranks, dev;
-  cudaStream_t stream;
+  cudaStream_t stream, stream2;
   int nonblocking;
   char name[32];     /* which communicator, for messages */
   long mismatches;   /* this rank's total */
   int printed;       /* mismatch lines printed */
   volatile int curTrial;
+  const void* volatile curT; /* the trial_t being issued or waited for */
 } ctx_t;
 
 #define GUARD 64
@@ -640,12 +645,13 @@ typedef struct {
   int opLive;
   void* devScalar;
   long bad;
+  int corrupted; /* this item's download was corrupted on purpose */
 } item_t;
 
 /* Corruption injection (to prove that the checker fails): ANYCCL_TEST_CORRUPT
  * = result | guard | send flips one byte of one downloaded buffer. */
 static int corruptMode = -1;
-static int corruptDone;
+static int corruptDone, corruptDetected;
 static void corruptInit(void) {
   const char* v = getenv("ANYCCL_TEST_CORRUPT");
   corruptMode = 0;
@@ -655,6 +661,17 @@ static void corruptInit(void) {
   else if (strcmp(v, "send") == 0) corruptMode = 3;
   else die("ANYCCL_TEST_CORRUPT=%s: use result, guard or send", v);
   say("ANYCCL_TEST_CORRUPT=%s: one byte will be corrupted on purpose; this run must fail\n", v);
+}
+
+/* Exit status: 1 for mismatches. With ANYCCL_TEST_CORRUPT, 1 only when the
+ * injected corruption was caught, 0 when not (so that a WILL_FAIL test of it
+ * fails when the checker misses it). */
+static __attribute__((unused)) int exitStatus(long bad) {
+  if (corruptMode > 0) {
+    if (corruptDone && !corruptDetected) say("the injected corruption was NOT detected\n");
+    return corruptDetected ? 1 : 0;
+  }
+  return bad ? 1 : 0;
 }
 
 static void regionAlloc(item_t* it, int k, size_t elems, int mis) {
@@ -767,7 +784,7 @@ static void itemIssue(item_t* it) {
   const trial_t* t = it->t;
   ctx_t* ctx = it->ctx;
   ncclComm_t comm = ctx->comm;
-  cudaStream_t s = ctx->stream;
+  cudaStream_t s = t->streamSel == 0 ? ctx->stream : t->streamSel == 1 ? ctx->stream2 : NULL;
   ncclDataType_t dt = (ncclDataType_t)t->type;
   const void* sp = viewPtr(it, it->sendReg, it->sendOff);
   void* rp = viewPtr(it, it->recvReg, it->recvOff);
@@ -775,6 +792,7 @@ static void itemIssue(item_t* it) {
   int n = t->n, r = ctx->rank;
   ncclResult_t res = ncclSuccess;
   ctx->curTrial = t->id;
+  ctx->curT = t;
   switch (t->func) {
     case F_ALLREDUCE: res = ncclAllReduce(sp, rp, c, dt, it->op, comm, s); break;
     case F_BROADCAST: res = ncclBroadcast(sp, rp, c, dt, t->root, comm, s); break;
@@ -861,6 +879,7 @@ static void maybeCorrupt(item_t* it) {
   }
   if (g == NULL || __atomic_exchange_n(&corruptDone, 1, __ATOMIC_ACQ_REL)) return;
   g->got[byte] ^= 0x40;
+  it->corrupted = 1;
   char d[160];
   trialDesc(it->t, d, sizeof(d));
   say("INJECTED corruption (%s) at byte %zu of a buffer of %s rank 0, %s\n", getenv("ANYCCL_TEST_CORRUPT"), byte,
@@ -920,6 +939,10 @@ static long itemCheck(item_t* it) {
       }
     }
   }
+  if (it->corrupted && it->bad > 0) {
+    say("DETECTED the injected corruption\n");
+    __atomic_store_n(&corruptDetected, 1, __ATOMIC_RELEASE);
+  }
   if (it->bad > MAX_PRINT_ITEM) {
     char d[160];
     trialDesc(t, d, sizeof(d));
@@ -955,6 +978,15 @@ static void waitComm(ctx_t* ctx, const char* what) {
  * (inside one group when grouped), wait, check all. Returns mismatches. */
 static long runItems(item_t* items, int nitems, int grouped) {
   long bad = 0;
+  static int verbose = -1;
+  if (verbose < 0) verbose = (int)envU64("ANYCCL_TEST_VERBOSE", 0);
+  if (verbose)
+    for (int i = 0; i < nitems; i++) {
+      char d[160];
+      trialDesc(items[i].t, d, sizeof(d));
+      say("%s rank %d/%d: %s%s stream %d\n", items[i].ctx->name, items[i].ctx->rank, items[i].ctx->nranks, d,
+          grouped ? " (grouped)" : "", items[i].t->streamSel);
+    }
   if (grouped) NCCLOK(ncclGroupStart());
   for (int i = 0; i < nitems; i++) itemIssue(&items[i]);
   if (grouped) {
@@ -971,6 +1003,8 @@ static long runItems(item_t* items, int nitems, int grouped) {
   for (int i = 0; i < nitems; i++) {
     CUDAOK(cudaSetDevice(items[i].ctx->dev));
     CUDAOK(cudaStreamSynchronize(items[i].ctx->stream));
+    CUDAOK(cudaStreamSynchronize(items[i].ctx->stream2));
+    CUDAOK(cudaStreamSynchronize(NULL));
   }
   for (int i = 0; i < nitems; i++) {
     itemReleaseOp(&items[i]);

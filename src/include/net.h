@@ -1,0 +1,55 @@
+/* The network interface inside anyccl, shaped like NCCL's net plugin
+ * (ncclNet_t): listen / connect / accept / regMr / isend / irecv / test /
+ * close. The built-in implementation is TCP sockets (net_socket.c); an NCCL
+ * net plugin can be adapted to this table later.
+ *
+ * Requests complete in order per comm. isend/irecv return *request == NULL
+ * when too many are in flight: the caller retries later (back-pressure, no
+ * unbounded buffering). */
+#ifndef ANYCCL_NET_H
+#define ANYCCL_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nccl.h"
+
+#define ANYCCL_NET_HANDLE_MAXSIZE 128
+#define ANYCCL_NET_MAX_REQUESTS 32
+
+typedef struct {
+  char name[64];
+  char pciPath[128];
+  uint64_t guid;
+  int speed;   /* Mbps */
+  int port;
+  int maxComms;
+  int latency; /* us */
+} anycclNetProperties;
+
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, anycclNetProperties* props);
+  /* handle: ANYCCL_NET_HANDLE_MAXSIZE bytes that the connecting side needs */
+  ncclResult_t (*listen)(int dev, void* handle, void** listenComm, volatile uint32_t* abortFlag);
+  ncclResult_t (*connect)(int dev, const void* handle, void** sendComm, volatile uint32_t* abortFlag);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                        void** request);
+  /* done: 1 when complete; sizes[0]: bytes received (irecv) or sent */
+  ncclResult_t (*test)(void* request, int* done, size_t* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  /* anyccl extension: an eventfd to write to when a request completes, so
+   * that the proxy can sleep instead of polling test(). */
+  void (*setNotify)(void* comm, int eventFd);
+} anycclNet_t;
+
+extern const anycclNet_t anycclNetSocket;
+
+#endif

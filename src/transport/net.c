@@ -1,0 +1,273 @@
+/* The network transport: a proxy thread per communicator moves FIFO slots
+ * between hosts through the net table (anycclNet_t, sockets built in).
+ *
+ * Send side: the executor fills a staging FIFO in local memory exactly as it
+ * would fill a peer's FIFO; the proxy isends each posted slot and frees it
+ * (head) when the send completes. Receive side: the proxy irecvs into free
+ * slots of the receiver's own FIFO and publishes them (tail). The executor
+ * cannot tell a remote peer from a local one. Flow control: at most nslots
+ * messages in flight per connection, and TCP's window behind that. */
+#define _GNU_SOURCE
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include "bootstrap.h"
+#include "checks.h"
+#include "comm.h"
+#include "net.h"
+#include "param.h"
+#include "socket.h"
+
+struct netConn {
+  struct anycclConn* conn; /* the executor's end */
+  int send;
+  void* netComm;
+  void* listenComm;
+  void* reqs[ANYCCL_MAX_SLOTS];
+  uint64_t posted, done;
+  uint64_t doneShared;     /* copy of done for other threads (atomic) */
+  int closed;              /* the peer closed this connection normally */
+  char* staging;           /* send: ctrl + slots, owned here */
+};
+
+struct anycclProxy {
+  struct ncclComm* comm;
+  const anycclNet_t* net;
+  struct netConn* conns;
+  int nconns;
+  struct anycclBell bell;  /* rung by the executor; wakes the proxy through efd */
+  int efd;
+  pthread_t thread;
+  int started;
+  int stop;
+  int exited; /* the proxy thread gave up on an error */
+};
+
+static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static int progressSend(struct anycclProxy* p, struct netConn* nc, ncclResult_t* err) {
+  struct anycclConn* c = nc->conn;
+  int progressed = 0;
+  uint64_t tail = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
+  while (nc->posted < tail) {
+    int slot = nc->posted % c->nslots;
+    void* req = NULL;
+    *err = p->net->isend(nc->netComm, c->buf + slot * c->slotBytes, c->ctrl->sizes[slot], 0, NULL, &req);
+    if (*err != ncclSuccess || req == NULL) break;
+    nc->reqs[slot] = req;
+    nc->posted++;
+    progressed = 1;
+  }
+  while (*err == ncclSuccess && nc->done < nc->posted) {
+    int d = 0;
+    *err = p->net->test(nc->reqs[nc->done % c->nslots], &d, NULL);
+    if (!d) break;
+    nc->done++;
+    __atomic_store_n(&nc->doneShared, nc->done, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->ctrl->head, nc->done, __ATOMIC_RELEASE);
+    anycclBellRing(p->comm->bell);
+    progressed = 1;
+  }
+  return progressed;
+}
+
+static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t* err) {
+  struct anycclConn* c = nc->conn;
+  int progressed = 0;
+  uint64_t head = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
+  while (nc->posted < head + c->nslots) {
+    int slot = nc->posted % c->nslots;
+    void* data = c->buf + slot * c->slotBytes;
+    size_t size = c->slotBytes;
+    int tag = 0;
+    void* req = NULL;
+    *err = p->net->irecv(nc->netComm, 1, &data, &size, &tag, NULL, &req);
+    if (*err != ncclSuccess || req == NULL) break;
+    nc->reqs[slot] = req;
+    nc->posted++;
+    progressed = 1;
+  }
+  while (*err == ncclSuccess && nc->done < nc->posted) {
+    int d = 0;
+    size_t got = 0;
+    int slot = nc->done % c->nslots;
+    *err = p->net->test(nc->reqs[slot], &d, &got);
+    if (!d) break;
+    if (got == SIZE_MAX) { /* goodbye: the peer destroyed its communicator */
+      nc->closed = 1;
+      break;
+    }
+    c->ctrl->sizes[slot] = got;
+    nc->done++;
+    __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
+    anycclBellRing(p->comm->bell);
+    progressed = 1;
+  }
+  return progressed;
+}
+
+static void* proxyMain(void* arg) {
+  struct anycclProxy* p = arg;
+  struct ncclComm* comm = p->comm;
+  while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+    int progressed = 0;
+    ncclResult_t err = ncclSuccess;
+    for (int i = 0; i < p->nconns && err == ncclSuccess; i++) {
+      struct netConn* nc = &p->conns[i];
+      if (nc->closed) continue;
+      progressed |= nc->send ? progressSend(p, nc, &err) : progressRecv(p, nc, &err);
+    }
+    if (err != ncclSuccess) {
+      if (!__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) {
+        WARN("NET: rank %d lost its connection to a peer: %s; the communicator is in error (ncclCommAbort it)",
+             comm->rank, ncclGetErrorString(err));
+        anycclCommSetError(comm, err == ncclRemoteError ? ncclRemoteError : ncclSystemError);
+      }
+      anycclBellRing(comm->bell);
+      __atomic_store_n(&p->exited, 1, __ATOMIC_RELEASE);
+      break;
+    }
+    if (progressed) continue;
+    struct pollfd pfd = {p->efd, POLLIN, 0};
+    if (poll(&pfd, 1, NCCL_SOCKET_POLL_MS) > 0) {
+      uint64_t v;
+      ssize_t r = read(p->efd, &v, sizeof(v));
+      (void)r;
+    }
+  }
+  return NULL;
+}
+
+/* The FIFO index a connection uses in the receiver's segment is also the
+ * bootstrap tag that carries its listen handle. */
+#define NET_TAG(fifo) (0x4e000 + (fifo))
+
+static void addConn(struct anycclProxy* p, struct anycclConn* c, int send) {
+  struct netConn* nc = &p->conns[p->nconns++];
+  nc->conn = c;
+  nc->send = send;
+}
+
+ncclResult_t anycclNetSetup(struct ncclComm* comm) {
+  int n = comm->nRanks;
+  int count = 0;
+  for (int ch = 0; ch < comm->nChannels; ch++) count += comm->ringSend[ch].net + comm->ringRecv[ch].net;
+  for (int q = 0; q < n; q++)
+    if (q != comm->rank) count += comm->p2pSend[q].net + comm->p2pRecv[q].net;
+  if (count == 0) return ncclSuccess;
+
+  struct anycclProxy* p;
+  ANYCCL_CALLOC(p, 1);
+  comm->proxy = p;
+  p->comm = comm;
+  p->net = &anycclNetSocket;
+  p->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (p->efd < 0) return ncclSystemError;
+  p->bell.eventFd1 = p->efd + 1;
+  NCCLCHECK(p->net->init());
+  ANYCCL_CALLOC(p->conns, count);
+  for (int ch = 0; ch < comm->nChannels; ch++) {
+    if (comm->ringSend[ch].net) addConn(p, &comm->ringSend[ch], 1);
+    if (comm->ringRecv[ch].net) addConn(p, &comm->ringRecv[ch], 0);
+  }
+  for (int q = 0; q < n; q++) {
+    if (q == comm->rank) continue;
+    if (comm->p2pSend[q].net) addConn(p, &comm->p2pSend[q], 1);
+    if (comm->p2pRecv[q].net) addConn(p, &comm->p2pRecv[q], 0);
+  }
+  /* 1. receivers listen and send their handles; 2. senders connect;
+   * 3. receivers accept (connects completed in the kernel's backlog). */
+  size_t fifoBytes = alignUp(sizeof(struct anycclFifoCtrl), 4096) + (size_t)comm->nslots * comm->slotBytes;
+  for (int i = 0; i < p->nconns; i++) {
+    struct netConn* nc = &p->conns[i];
+    struct anycclConn* c = nc->conn;
+    c->peerBell = &p->bell;
+    if (nc->send) continue;
+    char handle[ANYCCL_NET_HANDLE_MAXSIZE];
+    NCCLCHECK(p->net->listen(0, handle, &nc->listenComm, &comm->abortFlag));
+    NCCLCHECK(bootstrapSend(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), handle, sizeof(handle)));
+  }
+  for (int i = 0; i < p->nconns; i++) {
+    struct netConn* nc = &p->conns[i];
+    struct anycclConn* c = nc->conn;
+    if (!nc->send) continue;
+    if (posix_memalign((void**)&nc->staging, 4096, fifoBytes) != 0) return ncclSystemError;
+    memset(nc->staging, 0, alignUp(sizeof(struct anycclFifoCtrl), 4096));
+    c->ctrl = (struct anycclFifoCtrl*)nc->staging;
+    c->buf = nc->staging + alignUp(sizeof(struct anycclFifoCtrl), 4096);
+    char handle[ANYCCL_NET_HANDLE_MAXSIZE];
+    NCCLCHECK(bootstrapRecv(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), handle, sizeof(handle)));
+    NCCLCHECK(p->net->connect(0, handle, &nc->netComm, &comm->abortFlag));
+    p->net->setNotify(nc->netComm, p->efd);
+  }
+  for (int i = 0; i < p->nconns; i++) {
+    struct netConn* nc = &p->conns[i];
+    if (nc->send) continue;
+    NCCLCHECK(p->net->accept(nc->listenComm, &nc->netComm));
+    p->net->setNotify(nc->netComm, p->efd);
+    p->net->closeListen(nc->listenComm);
+    nc->listenComm = NULL;
+  }
+  for (int ch = 0; ch < comm->nChannels; ch++)
+    if (comm->ringSend[ch].net)
+      INFO(NCCL_INIT | NCCL_NET, "Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s/0", ch, comm->nChannels,
+           comm->rank, comm->cudaDev, comm->ringSend[ch].peer, comm->peerInfo[comm->ringSend[ch].peer].cudaDev,
+           p->net->name);
+  INFO(NCCL_INIT | NCCL_NET, "NET/%s: rank %d has %d network connections, proxy thread started", p->net->name,
+       comm->rank, p->nconns);
+  if (pthread_create(&p->thread, NULL, proxyMain, p) != 0) {
+    WARN("cannot start the network proxy thread");
+    return ncclSystemError;
+  }
+  p->started = 1;
+  return ncclSuccess;
+}
+
+/* Sends the executor posted must leave before the proxy stops: a plan ends
+ * once its data is in the staging FIFO, not once it is on the wire. */
+static void drainSends(struct anycclProxy* p) {
+  int64_t limit = anycclParamInt(PARAM_OP_TIMEOUT);
+  int64_t deadline = ncclSocketDeadlineMs(limit > 0 ? limit * 1000 : -1);
+  for (;;) {
+    int pending = 0;
+    for (int i = 0; i < p->nconns; i++) {
+      struct netConn* nc = &p->conns[i];
+      if (nc->send && !nc->closed &&
+          __atomic_load_n(&nc->doneShared, __ATOMIC_ACQUIRE) < __atomic_load_n(&nc->conn->ctrl->tail, __ATOMIC_ACQUIRE))
+        pending++;
+    }
+    if (pending == 0 || __atomic_load_n(&p->comm->abortFlag, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&p->exited, __ATOMIC_ACQUIRE))
+      return;
+    if (ncclSocketRemainingMs(deadline) == 0) {
+      WARN("NET: rank %d: %d connections still had data to send at destroy after %lld s (ANYCCL_OP_TIMEOUT)",
+           p->comm->rank, pending, (long long)limit);
+      return;
+    }
+    usleep(200);
+  }
+}
+
+void anycclNetFree(struct ncclComm* comm) {
+  struct anycclProxy* p = comm->proxy;
+  if (p == NULL) return;
+  if (p->started) drainSends(p);
+  if (p->started) {
+    __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+    anycclBellRing(&p->bell);
+    pthread_join(p->thread, NULL);
+  }
+  for (int i = 0; i < p->nconns; i++) {
+    struct netConn* nc = &p->conns[i];
+    if (nc->listenComm) p->net->closeListen(nc->listenComm);
+    if (nc->netComm) (nc->send ? p->net->closeSend : p->net->closeRecv)(nc->netComm);
+    free(nc->staging);
+  }
+  free(p->conns);
+  if (p->efd >= 0) close(p->efd);
+  free(p);
+  comm->proxy = NULL;
+}

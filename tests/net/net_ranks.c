@@ -1,0 +1,122 @@
+/* Ranks as processes on virtual hosts: `net_ranks NRANKS RANKS_PER_HOST [bytes]`
+ * starts NRANKS processes (exec of itself), rank r with NCCL_HOSTID=host<r/RPH>,
+ * and checks all-reduce, all-gather, broadcast and a send/recv ring across
+ * them. Exit 0 when every rank passed. */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CK(x)                                                                              \
+  do {                                                                                     \
+    ncclResult_t r_ = (x);                                                                 \
+    if (r_ != ncclSuccess) {                                                               \
+      fprintf(stderr, "rank %d: %s failed: %s\n", rank, #x, ncclGetErrorString(r_));      \
+      exit(2);                                                                             \
+    }                                                                                      \
+  } while (0)
+
+static int rank;
+
+static int child(int n, int rph, size_t count, const char* idfile) {
+  ncclUniqueId id;
+  FILE* f = NULL;
+  for (int i = 0; i < 500 && !(f = fopen(idfile, "rb")); i++) usleep(10000);
+  if (!f || fread(&id, sizeof(id), 1, f) != 1) {
+    fprintf(stderr, "rank %d: no unique id in %s\n", rank, idfile);
+    return 2;
+  }
+  fclose(f);
+  cudaSetDevice(rank % rph);
+  ncclComm_t comm;
+  CK(ncclCommInitRank(&comm, n, id, rank));
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  float *in, *out;
+  cudaMalloc((void**)&in, count * sizeof(float));
+  cudaMalloc((void**)&out, count * n * sizeof(float));
+  for (size_t i = 0; i < count; i++) in[i] = (float)(rank + 1) + (float)(i % 13);
+  int bad = 0;
+  CK(ncclAllReduce(in, out, count, ncclFloat, ncclSum, comm, s));
+  cudaStreamSynchronize(s);
+  for (size_t i = 0; i < count; i++) {
+    float e = (float)(n * (n + 1) / 2) + (float)n * (float)(i % 13);
+    if (out[i] != e && bad++ < 3) fprintf(stderr, "rank %d allreduce[%zu]=%g want %g\n", rank, i, out[i], e);
+  }
+  CK(ncclAllGather(in, out, count, ncclFloat, comm, s));
+  cudaStreamSynchronize(s);
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < count; i++) {
+      float e = (float)(r + 1) + (float)(i % 13);
+      if (out[r * count + i] != e && bad++ < 3) fprintf(stderr, "rank %d allgather[%d][%zu] wrong\n", rank, r, i);
+    }
+  CK(ncclBroadcast(in, out, count, ncclFloat, n - 1, comm, s));
+  cudaStreamSynchronize(s);
+  for (size_t i = 0; i < count; i++)
+    if (out[i] != (float)n + (float)(i % 13) && bad++ < 3) fprintf(stderr, "rank %d bcast[%zu] wrong\n", rank, i);
+  CK(ncclGroupStart());
+  CK(ncclSend(in, count, ncclFloat, (rank + 1) % n, comm, s));
+  CK(ncclRecv(out, count, ncclFloat, (rank + n - 1) % n, comm, s));
+  CK(ncclGroupEnd());
+  cudaStreamSynchronize(s);
+  int from = (rank + n - 1) % n;
+  for (size_t i = 0; i < count; i++)
+    if (out[i] != (float)(from + 1) + (float)(i % 13) && bad++ < 3) fprintf(stderr, "rank %d recv[%zu] = %g wrong\n", rank, i, out[i]);
+  CK(ncclCommDestroy(comm));
+  return bad ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc >= 6 && strcmp(argv[1], "--child") == 0) {
+    rank = atoi(argv[2]);
+    return child(atoi(argv[3]), atoi(argv[4]), strtoull(argv[5], NULL, 0), argv[6]);
+  }
+  int n = argc > 1 ? atoi(argv[1]) : 4;
+  int rph = argc > 2 ? atoi(argv[2]) : 2;
+  const char* bytes = argc > 3 ? argv[3] : "100003";
+  char idfile[64];
+  snprintf(idfile, sizeof(idfile), "/tmp/anyccl-netid-%d", (int)getpid());
+  unlink(idfile);
+  pid_t pids[64];
+  for (int r = 0; r < n; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      char host[32], rs[16], ns[16], rphs[16];
+      snprintf(host, sizeof(host), "host%d", r / rph);
+      setenv("NCCL_HOSTID", host, 1);
+      snprintf(rs, sizeof(rs), "%d", r);
+      snprintf(ns, sizeof(ns), "%d", n);
+      snprintf(rphs, sizeof(rphs), "%d", rph);
+      execl("/proc/self/exe", argv[0], "--child", rs, ns, rphs, bytes, idfile, (char*)NULL);
+      _exit(127);
+    }
+  }
+  /* The id comes from a process that has not touched the environment. */
+  {
+    ncclUniqueId id;
+    rank = -1;
+    CK(ncclGetUniqueId(&id));
+    char tmp[80];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", idfile);
+    FILE* f = fopen(tmp, "wb");
+    fwrite(&id, sizeof(id), 1, f);
+    fclose(f);
+    rename(tmp, idfile);
+  }
+  int fails = 0;
+  for (int r = 0; r < n; r++) {
+    int st;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
+      fails++;
+    }
+  }
+  unlink(idfile);
+  printf("%s: %d ranks, %d per host\n", fails ? "FAIL" : "PASS", n, rph);
+  return fails ? 1 : 0;
+}
