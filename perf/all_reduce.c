@@ -22,7 +22,7 @@ static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, nccl
 }
 
 static const struct perfColl coll = {
-    .name = "AllReduce", .reduces = 1, .loopsOps = 1, .rooted = 0, .checkInPlace = 1,
+    .name = "AllReduce", .reduces = 1, .loopsOps = 1, .rooted = 0, .checkInPlace = 1, .sameOutput = 1,
     .counts = counts, .bw = bw, .expect = expect, .run = run,
 };
 

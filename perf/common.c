@@ -267,31 +267,56 @@ static void initData(struct perfThread* t, const struct perfModel* m, int root, 
   }
 }
 
-/* Elements of this thread's outputs that differ from the host reference. */
+/* Elements of this thread's outputs that differ from the host reference.
+ * Ranks that expect the same output (all-reduce) are read back block by
+ * block and compared with one reference, computed once. */
 static int64_t checkData(struct perfThread* t, const struct perfModel* red, const struct perfModel* cp, int root,
                          uint64_t seed, int inPlace) {
   const struct perfCounts* c = &t->c;
   size_t es = t->es;
-  int64_t wrong = 0;
-  for (int i = 0; i < perfOpt.nGpus; i++) {
+  int G = perfOpt.nGpus, shared = P.coll->sameOutput && G > 1;
+  struct perfCheckArgs a[PERF_MAX_GPUS];
+  char* region[PERF_MAX_GPUS];
+  const void* got[PERF_MAX_GPUS];
+  if (c->recv == 0) return 0;
+  for (int i = 0; i < G; i++) {
     int rank = t->firstRank + i;
-    struct perfCheckArgs a = {
+    a[i] = (struct perfCheckArgs){
         .coll = P.coll, .red = P.coll->reduces ? red : NULL, .copy = cp, .seed = seed, .rank = rank,
         .nranks = nranksTotal(), .root = root, .c = *c, .inPlace = inPlace, .hasInput = hasInput(rank, root),
         .sendOff = inPlace ? c->sendInplaceOffset * (size_t)rank : 0,
         .recvOff = inPlace ? c->recvInplaceOffset * (size_t)rank : 0,
     };
-    char* region = t->recv[i] + a.recvOff * es;
+    region[i] = t->recv[i] + a[i].recvOff * es;
     CUDACHECK(cudaSetDevice(t->devs[i]));
-    if (c->recv == 0) continue;
     if (P.corrupt > 0 && rank == 0) { /* test hook: spoil the output on the device */
       size_t n = (size_t)P.corrupt < c->recv ? (size_t)P.corrupt : c->recv;
-      CUDACHECK(cudaMemcpy(t->host, region, n * es, cudaMemcpyDeviceToHost));
+      CUDACHECK(cudaMemcpy(t->host, region[i], n * es, cudaMemcpyDeviceToHost));
       for (size_t b = 0; b < n * es; b++) ((unsigned char*)t->host)[b] ^= 0xff;
-      CUDACHECK(cudaMemcpy(region, t->host, n * es, cudaMemcpyHostToDevice));
+      CUDACHECK(cudaMemcpy(region[i], t->host, n * es, cudaMemcpyHostToDevice));
     }
-    CUDACHECK(cudaMemcpy(t->host, region, c->recv * es, cudaMemcpyDeviceToHost));
-    wrong += perfCheck(&a, t->host);
+  }
+  int64_t wrong = 0;
+  if (!shared) {
+    for (int i = 0; i < G; i++) {
+      CUDACHECK(cudaSetDevice(t->devs[i]));
+      CUDACHECK(cudaMemcpy(t->host, region[i], c->recv * es, cudaMemcpyDeviceToHost));
+      got[0] = t->host;
+      wrong += perfCheck(&a[i], 0, c->recv, got, 1);
+    }
+    return wrong;
+  }
+  size_t block = perfOpt.maxBytes / es / (size_t)G; /* t->host holds G blocks */
+  if (block == 0) block = 1;
+  for (size_t j0 = 0; j0 < c->recv; j0 += block) {
+    size_t n = c->recv - j0 < block ? c->recv - j0 : block;
+    for (int i = 0; i < G; i++) {
+      char* dst = (char*)t->host + (size_t)i * n * es;
+      CUDACHECK(cudaSetDevice(t->devs[i]));
+      CUDACHECK(cudaMemcpy(dst, region[i] + j0 * es, n * es, cudaMemcpyDeviceToHost));
+      got[i] = dst;
+    }
+    wrong += perfCheck(&a[0], j0, n, got, G);
   }
   return wrong;
 }
@@ -483,7 +508,7 @@ static void allocBuffers(struct perfThread* t) {
     }
     NCCLCHECK(ncclGroupEnd());
   }
-  t->host = malloc(perfOpt.maxBytes + 64);
+  t->host = malloc(perfOpt.maxBytes + 8 * PERF_MAX_GPUS + 64);
   if (t->host == NULL) {
     printf("%s: cannot allocate %zu bytes of host memory for the data check\n", P.host, perfOpt.maxBytes);
     die(TEST_CUDA);

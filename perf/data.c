@@ -308,52 +308,56 @@ static double floatReduce(const struct perfModel* m, uint64_t seed, size_t idx, 
 
 int perfCheckReport; /* ANYCCL_PERF_DEBUG: print this many mismatches per check */
 
-static void reportMismatch(const struct perfCheckArgs* a, size_t j, int kind, uint64_t got, uint64_t want,
+static void reportMismatch(const struct perfCheckArgs* a, int k, size_t j, int kind, uint64_t got, uint64_t want,
                            double gotV, double wantV, double tol) {
   static const char* kinds[] = {"keep", "copy", "reduce"};
   const char* where = a->inPlace ? "in-place" : "out-of-place";
   if (tol >= 0) {
-    fprintf(stderr, "# rank %d %s elt %zu (%s): got %.17g want %.17g tol %g\n", a->rank, where, j, kinds[kind], gotV,
-            wantV, tol);
+    fprintf(stderr, "# rank %d %s elt %zu (%s): got %.17g want %.17g tol %g\n", a->rank + k, where, j, kinds[kind],
+            gotV, wantV, tol);
   } else {
-    fprintf(stderr, "# rank %d %s elt %zu (%s): got 0x%llx want 0x%llx\n", a->rank, where, j, kinds[kind],
-            (unsigned long long)got, (unsigned long long)want);
+    fprintf(stderr, "# rank %d %s elt %zu (%s): got 0x%llx want 0x%llx\n", a->rank + k, where, j,
+            kinds[kind], (unsigned long long)got, (unsigned long long)want);
   }
 }
 
-int64_t perfCheck(const struct perfCheckArgs* a, const void* got) {
+int64_t perfCheck(const struct perfCheckArgs* a, size_t j0, size_t n, const void* const* got, int ngot) {
   const struct perfModel* red = a->red;
   const struct perfModel* cp = a->copy;
   size_t size = cp->size;
   int approx = red && red->isFloat && red->op == ncclAvg;
   int64_t wrong = 0;
-  for (size_t j = 0; j < a->c.recv; j++) {
+  for (size_t j = j0; j < j0 + n; j++) {
     int srcRank = 0;
     size_t srcIdx = 0;
-    uint64_t g = loadRaw(got, j, size), want;
+    uint64_t want = 0;
+    double x = 0, tol = 0;
     enum perfExpect e = a->coll->expect(a->rank, a->nranks, a->root, &a->c, j, &srcRank, &srcIdx);
     if (e == PERF_REDUCE && approx) {
-      double tol, x = floatReduce(red, a->seed, srcIdx, &tol);
-      double v = decodeFloat(red->type, g);
-      int bad = !(fabs(v - x) <= tol);
-      if (bad && wrong < perfCheckReport) reportMismatch(a, j, e, g, 0, v, x, tol);
-      wrong += bad;
-      continue;
-    }
-    if (e == PERF_REDUCE) {
-      want = red->isFloat ? encodeFloat(red->type, floatReduce(red, a->seed, srcIdx, &(double){0}))
+      x = floatReduce(red, a->seed, srcIdx, &tol);
+    } else if (e == PERF_REDUCE) {
+      want = red->isFloat ? encodeFloat(red->type, floatReduce(red, a->seed, srcIdx, &tol))
                           : intReduce(red, a->seed, srcIdx);
     } else if (e == PERF_COPY) {
       want = inputRaw(cp, a->seed, srcRank, srcIdx);
     } else { /* untouched: zero, or this rank's own input where it was written in place */
       size_t pos = a->recvOff + j;
-      want = 0;
       if (a->inPlace && a->hasInput && pos >= a->sendOff && pos < a->sendOff + a->c.send) {
         want = inputRaw(red ? red : cp, a->seed, a->rank, pos - a->sendOff);
       }
     }
-    if (g != want && wrong < perfCheckReport) reportMismatch(a, j, e, g, want, 0, 0, -1);
-    wrong += g != want;
+    for (int k = 0; k < ngot; k++) {
+      uint64_t g = loadRaw(got[k], j - j0, size);
+      if (e == PERF_REDUCE && approx) {
+        double v = decodeFloat(red->type, g);
+        int bad = !(fabs(v - x) <= tol);
+        if (bad && wrong < perfCheckReport) reportMismatch(a, k, j, e, g, 0, v, x, tol);
+        wrong += bad;
+      } else {
+        if (g != want && wrong < perfCheckReport) reportMismatch(a, k, j, e, g, want, 0, 0, -1);
+        wrong += g != want;
+      }
+    }
   }
   return wrong;
 }

@@ -58,6 +58,7 @@ struct perfColl {
   int loopsOps;      /* iterates over -o ops (else the op column says "none") */
   int rooted;        /* iterates over -r roots (else the root column says -1) */
   int checkInPlace;  /* 0: in-place results are not checked ("N/A") */
+  int sameOutput;    /* every rank expects the same output (checked against one reference) */
   void (*counts)(size_t count, size_t eltSize, int nranks, struct perfCounts* c);
   /* algbw and busbw in GB/s (1e9) for one call of `count` elements taking `sec` */
   void (*bw)(size_t count, size_t eltSize, double sec, int nranks, double* algBw, double* busBw);
@@ -142,8 +143,10 @@ struct perfCheckArgs {
   size_t recvOff;
 };
 extern int perfCheckReport; /* print up to this many mismatches per check (ANYCCL_PERF_DEBUG) */
-/* Number of elements of the checked region `got` (c.recv elements) that are wrong. */
-int64_t perfCheck(const struct perfCheckArgs* a, const void* got);
+/* Elements j0 .. j0+n-1 of the checked region (c.recv elements) that are
+ * wrong, in each of ngot host copies: got[k] holds element j0 of rank
+ * a->rank + k (ngot > 1 only where those ranks expect the same output). */
+int64_t perfCheck(const struct perfCheckArgs* a, size_t j0, size_t n, const void* const* got, int ngot);
 
 /* ---- output (report.c) --------------------------------------------------- */
 

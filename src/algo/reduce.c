@@ -230,7 +230,6 @@ AI float sum_f_odd(double x, double y) {
   u += step & ((uint32_t)0 - (uint32_t)(lost & ~u & 1));
   return u2f(u);
 }
-AI float d2f_odd(double d) { return sum_f_odd(d, -0.0); } /* x + -0 == x, signed zeros too */
 
 /* v / d rounded to odd (d > 0). */
 static inline double div_odd(double v, double d) {
@@ -364,8 +363,12 @@ DEF_FLT(f64, double, d2u, u2d, sd, dd)
  * p <= 11 significand bits is either exact in float or its float rounding
  * error is far from any midpoint of the narrow format (the smaller operand
  * is then below 2^-13 of the result), so rounding the float once more is
- * correct. Products are exact in float (fp16, fp8) or double (bf16, then
- * rounded to odd in float). PreMulSum sums products, which can sit exactly
+ * correct. Products of two narrow values are exact in float (fp16, fp8) or
+ * in double (bf16); a bf16 product rounded to float and then to bf16 is
+ * still right: it has 16 significant bits, so below 2^-126 it is exact in
+ * float down to 2^-134, and smaller ones round to 0 either way (65535 * 2^-150,
+ * the one dangerous value, is no product of two 8-bit significands); beyond
+ * float's range both overflow. PreMulSum sums products, which can sit exactly
  * on a midpoint: exact products in double, TwoSum, round to odd in float,
  * then the final rounding. Max/Min select one of the input codes. */
 #define DEF_NARROW(P, T, TOF, FROMF, ADDF, FROMD, MULT, SATINF)                               \
@@ -389,13 +392,13 @@ DEF_FLT(f64, double, d2u, u2d, sd, dd)
     return FROMF(sum_f_odd(c->sd * (double)TOF(a), c->sd * (double)TOF(b)));                 \
   }                                                                                           \
   AI T P##_pms10(T a, T b, const rctx* c) { return FROMF(sum_f_odd(c->sd * (double)TOF(a), (double)TOF(b))); } \
-  AI T P##_scale(T a, const rctx* c) { return FROMF(d2f_odd(c->sd * (double)TOF(a))); }      \
+  AI T P##_scale(T a, const rctx* c) { return FROMF((float)(c->sd * (double)TOF(a))); }     \
   AI T P##_div(T v, const rctx* c) { return FROMD(div_odd((double)TOF(v), c->dd)); }
 
 #define NOSAT(r) (r)
 #define SAT_E5(r) ((((r) & 0x7f) == 0x7c) ? (uint8_t)(((r) & 0x80) | 0x7b) : (r))
 #define MUL_H(a, b) f2h(h2f(a) * h2f(b))
-#define MUL_B(a, b) f2b(d2f_odd((double)b2f(a) * (double)b2f(b)))
+#define MUL_B(a, b) f2b((float)((double)b2f(a) * (double)b2f(b)))
 #define MUL_E4(a, b) f2e4(e4f(a) * e4f(b))
 #define MUL_E5(a, b) f2e5(e5f(a) * e5f(b))
 DEF_NARROW(f16, uint16_t, h2f, f2h, f2h, d2h, MUL_H, NOSAT)

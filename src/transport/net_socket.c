@@ -183,7 +183,7 @@ static void notify(struct sockComm* c) {
 static void taskDone(struct sockComm* c, struct task* t) {
   struct req* r = t->req;
   if (t->header && !c->isSend && r->hdr.tag == BYE_TAG) {
-    c->peerClosed = 1;
+    __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
     r->got = SIZE_MAX;
   } else if (t->header && !c->isSend) {
     r->got = r->hdr.size;
@@ -209,8 +209,10 @@ static int progressSocket(struct sockComm* c, int s) {
     pthread_mutex_lock(&c->lock);
     struct task* t = c->qhead[s];
     pthread_mutex_unlock(&c->lock);
+    /* after a goodbye the control socket is at EOF; data sockets may still
+     * carry the last message */
     if (t == NULL || __atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != ncclSuccess ||
-        __atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE))
+        (s == 0 && __atomic_load_n(&c->peerClosed, __ATOMIC_ACQUIRE)))
       return progressed;
     size_t before = t->off;
     ncclResult_t res = ncclSocketProgress(&c->socks[s], c->isSend ? NCCL_SOCKET_SEND : NCCL_SOCKET_RECV, t->ptr,

@@ -23,6 +23,7 @@
  *   ANYCCL_TEST_MEDIUM, ANYCCL_TEST_UNALIGNED, ANYCCL_TEST_LARGE
  *                          number of extra trials of each size class
  *   ANYCCL_TEST_MATRIX     0 skips the small-count matrix
+ *   ANYCCL_TEST_HOSTS      procs: put rank r on virtual host r % K (NCCL_HOSTID)
  *   ANYCCL_TEST_VERBOSE    1 prints every call before it is issued
  *   ANYCCL_TEST_NO_WORKAROUNDS  1 disables the workarounds of known library bugs
  *   ANYCCL_TEST_ONLY       run only the trial with this id (as printed)
@@ -54,8 +55,8 @@ typedef struct {
 
 static void buildPlan(plan_t* p, uint64_t seed, int n, int oneThread) {
   int matrix = (int)envU64("ANYCCL_TEST_MATRIX", 1);
-  int extra[3] = {(int)envU64("ANYCCL_TEST_MEDIUM", 16), (int)envU64("ANYCCL_TEST_UNALIGNED", 2),
-                  (int)envU64("ANYCCL_TEST_LARGE", 2)};
+  int extra[3] = {(int)envU64("ANYCCL_TEST_MEDIUM", 24), (int)envU64("ANYCCL_TEST_UNALIGNED", 3),
+                  (int)envU64("ANYCCL_TEST_LARGE", 3)};
   int cap = NFUNCS * NTYPES * NOPS + extra[0] + extra[1] + extra[2];
   p->trials = calloc(cap, sizeof(trial_t));
   p->batch = calloc(cap, sizeof(int));
@@ -259,6 +260,12 @@ static long modeAll(int n, const plan_t* plan) {
 /* ---- processes ----------------------------------------------------------- */
 static int childMain(int r, int n, const char* fds, const plan_t* plan) {
   rankArg_t a = {.rank = r, .n = n, .plan = plan};
+  int hosts = (int)envU64("ANYCCL_TEST_HOSTS", 0);
+  if (hosts > 0) { /* virtual hosts: rank r on host r % hosts, so ring neighbours talk over the network */
+    char h[32];
+    snprintf(h, sizeof(h), "testhost%d", r % hosts);
+    setenv("NCCL_HOSTID", h, 1);
+  }
   if (r == 0) {
     NCCLOK(ncclGetUniqueId(&a.id));
     char* list = strdup(strcmp(fds, "-") == 0 ? "" : fds);
