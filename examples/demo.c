@@ -2,6 +2,8 @@
  *
  *   anyccl-demo              4 ranks, one thread per rank, in this process
  *   anyccl-demo -n 8 -p      8 ranks, one process per rank (forked)
+ *   anyccl-demo -n 4 -H 2    4 processes on 2 virtual hosts (NCCL_HOSTID): the
+ *                            ranks of different hosts talk over TCP sockets
  *   anyccl-demo -v           also show the library's own log (NCCL_DEBUG=INFO)
  *
  * The code is plain CUDA + NCCL host code: the same source builds against
@@ -30,7 +32,7 @@
 /* What one rank saw; in process mode it lives in memory shared with the parent. */
 struct report {
   int started, done, pass;
-  int pid, ndev, dev, commCount, commRank, commDev;
+  int pid, host, ndev, dev, commCount, commRank, commDev;
   char busId[32], devName[64];
   double memGiB;
   double initMs, iterUs;
@@ -41,11 +43,11 @@ struct report {
 };
 
 struct options {
-  int nranks, processes, iters, verbose;
+  int nranks, processes, hosts, iters, verbose;
   size_t count;
 };
 
-static struct options opt = {4, 0, 5, 0, 1 << 20};
+static struct options opt = {4, 0, 1, 5, 0, 1 << 20};
 static struct report* reports;
 static ncclUniqueId sharedId; /* thread mode: made by the main thread acting as rank 0 */
 
@@ -89,7 +91,10 @@ static void runRank(int rank, ncclUniqueId id) {
   ncclComm_t comm = NULL;
   rep->started = 1;
   rep->pid = (int)getpid();
-  rep->dev = rank; /* local rank: every rank lives on this host */
+  /* ranks fill hosts in order; the device is the rank's index on its host */
+  int perHost = (n + opt.hosts - 1) / opt.hosts;
+  rep->host = rank / perHost;
+  rep->dev = rank % perHost;
 
   CUDATRY(cudaGetDeviceCount(&rep->ndev));
   FAIL_IF(rep->dev >= rep->ndev, "rank %d needs device %d but only %d devices are visible", rank, rep->dev,
@@ -188,6 +193,12 @@ static void childMain(int rank, int (*pipes)[2]) {
   int n = opt.nranks;
   ncclUniqueId id;
   struct report* rep = &reports[rank];
+  if (opt.hosts > 1) {
+    /* this process's virtual host: read by libnccl and anyccl-cpu at first use */
+    char host[16];
+    snprintf(host, sizeof(host), "%d", rank / ((n + opt.hosts - 1) / opt.hosts));
+    setenv("NCCL_HOSTID", host, 1);
+  }
   if (rank == 0) {
     for (int p = 1; p < n; p++) close(pipes[p][0]);
     ncclResult_t r = ncclGetUniqueId(&id);
@@ -305,31 +316,35 @@ static const char* fmtTime(double us, char* buf, size_t len) {
 
 static void printDevices(void) {
   int n = opt.nranks, ndev = reports[0].ndev;
-  printf("\nDevices: %d visible to each rank (virtual GPUs backed by host memory under anyccl-cpu);"
-         " the ranks use:\n", ndev);
-  printf("  %-4s  %-14s  %-32s  %s\n", "dev", "PCI bus id", "name", "memory");
+  printf("\nDevices: %d visible to each rank%s (virtual GPUs backed by host memory under anyccl-cpu);"
+         " the ranks use:\n", ndev, opt.hosts > 1 ? " on each host" : "");
+  printf("  %-4s  %-4s  %-14s  %-32s  %s\n", "host", "dev", "PCI bus id", "name", "memory");
   for (int r = 0; r < n; r++) {
     struct report* p = &reports[r];
     if (!p->busId[0]) continue;
-    printf("  %-4d  %-14s  %-32s  %.1f GiB\n", p->dev, p->busId, p->devName, p->memGiB);
+    printf("  %-4d  %-4d  %-14s  %-32s  %.1f GiB\n", p->host, p->dev, p->busId, p->devName, p->memGiB);
   }
+  if (opt.hosts > 1)
+    printf("  (each virtual host numbers its devices from 0; their bus ids differ in the PCI domain)\n");
 }
 
 static void printComm(void) {
   int n = opt.nranks;
   printf("\nCommunicator: %d ranks; rank 0 made the unique id (ncclGetUniqueId) and %s\n", n,
          opt.processes ? "wrote it into a pipe to each other process" : "the threads share it");
-  printf("  %-4s  %-8s  %-6s  %-14s  %-26s  %s\n", "rank", "pid", "device", "PCI bus id",
+  printf("  %-4s  %-8s  %-4s  %-6s  %-14s  %-26s  %s\n", "rank", "pid", "host", "device", "PCI bus id",
          "CommCount/UserRank/CuDev", "init");
   for (int r = 0; r < n; r++) {
     struct report* p = &reports[r];
     if (!p->commCount) {
-      printf("  %-4d  %-8d  %-6d  %-14s  %-26s  -\n", r, p->pid, p->dev, p->busId, "(not initialized)");
+      printf("  %-4d  %-8d  %-4d  %-6d  %-14s  %-26s  -\n", r, p->pid, p->host, p->dev, p->busId,
+             "(not initialized)");
       continue;
     }
     char ids[40];
     snprintf(ids, sizeof(ids), "%d / %d / %d", p->commCount, p->commRank, p->commDev);
-    printf("  %-4d  %-8d  %-6d  %-14s  %-26s  %.1f ms\n", r, p->pid, p->dev, p->busId, ids, p->initMs);
+    printf("  %-4d  %-8d  %-4d  %-6d  %-14s  %-26s  %.1f ms\n", r, p->pid, p->host, p->dev, p->busId, ids,
+           p->initMs);
   }
 }
 
@@ -370,9 +385,11 @@ static int printResults(void) {
 }
 
 static void usage(const char* prog, int code) {
-  printf("usage: %s [-n ranks] [-p] [-c count] [-i iters] [-v]\n"
+  printf("usage: %s [-n ranks] [-p] [-H hosts] [-c count] [-i iters] [-v]\n"
          "  -n N   number of ranks (default 4)\n"
          "  -p     one process per rank (forked) instead of one thread per rank\n"
+         "  -H H   spread the ranks over H virtual hosts (NCCL_HOSTID; implies -p): ranks on\n"
+         "         different hosts talk over TCP sockets, as across machines\n"
          "  -c C   floats per rank (default 1048576 = 4 MiB)\n"
          "  -i I   timed iterations (default 5)\n"
          "  -v     show the library's log (sets NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT)\n",
@@ -382,10 +399,11 @@ static void usage(const char* prog, int code) {
 
 int main(int argc, char** argv) {
   int c;
-  while ((c = getopt(argc, argv, "n:pc:i:vh")) != -1) {
+  while ((c = getopt(argc, argv, "n:pH:c:i:vh")) != -1) {
     switch (c) {
       case 'n': opt.nranks = atoi(optarg); break;
       case 'p': opt.processes = 1; break;
+      case 'H': opt.hosts = atoi(optarg); break;
       case 'c': opt.count = strtoull(optarg, NULL, 0); break;
       case 'i': opt.iters = atoi(optarg); break;
       case 'v': opt.verbose = 1; break;
@@ -393,7 +411,9 @@ int main(int argc, char** argv) {
       default: usage(argv[0], 2);
     }
   }
-  if (optind != argc || opt.nranks < 1 || opt.count < 1 || opt.iters < 0) usage(argv[0], 2);
+  if (optind != argc || opt.nranks < 1 || opt.count < 1 || opt.iters < 0 || opt.hosts < 1) usage(argv[0], 2);
+  if (opt.hosts > opt.nranks) opt.hosts = opt.nranks;
+  if (opt.hosts > 1) opt.processes = 1; /* NCCL_HOSTID is per process */
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (opt.verbose) {
     setenv("NCCL_DEBUG", "INFO", 0);
@@ -403,18 +423,21 @@ int main(int argc, char** argv) {
    * one per rank when there are more ranks. (Ignored by the real CUDA runtime.) */
   char ndevEnv[16];
   const char* ndevSet = getenv("ANYCCL_CPU_DEVICES");
-  if (ndevSet == NULL && opt.nranks > 8) {
-    snprintf(ndevEnv, sizeof(ndevEnv), "%d", opt.nranks);
+  int perHost = (opt.nranks + opt.hosts - 1) / opt.hosts;
+  if (ndevSet == NULL && perHost > 8) {
+    snprintf(ndevEnv, sizeof(ndevEnv), "%d", perHost);
     setenv("ANYCCL_CPU_DEVICES", ndevEnv, 1);
   }
 
   int v = 0;
   ncclGetVersion(&v);
-  printf("anyccl-demo: ncclAllReduce (sum, float32) across %d ranks, %s\n", opt.nranks,
+  printf("anyccl-demo: ncclAllReduce (sum, float32) across %d ranks, %s", opt.nranks,
          opt.processes ? "one process per rank" : "one thread per rank in one process");
+  if (opt.hosts > 1) printf(", on %d virtual hosts", opt.hosts);
+  printf("\n");
   printf("  NCCL API version %d.%d.%d (ncclGetVersion %d), anyccl %s\n", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, v,
          ANYCCL_VERSION_STRING);
-  if (ndevSet == NULL && opt.nranks > 8) printf("  (set ANYCCL_CPU_DEVICES=%d: one virtual GPU per rank)\n", opt.nranks);
+  if (ndevSet == NULL && perHost > 8) printf("  (set ANYCCL_CPU_DEVICES=%d: one virtual GPU per rank)\n", perHost);
 
   reports = mmap(NULL, opt.nranks * sizeof(struct report), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (reports == MAP_FAILED) {

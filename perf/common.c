@@ -1,6 +1,6 @@
-/* The harness shared by every *_perf tool: flags, processes (MPI when built
- * with ANYCCL_PERF_MPI), threads (-t), devices per thread (-g),
- * communicators, buffers, the timed loop, the data check and the report.
+/* The harness shared by every *_perf tool: processes (MPI when built with
+ * ANYCCL_PERF_MPI), threads (-t), devices per thread (-g), communicators,
+ * buffers, the timed loop, the data check, the header and the footer.
  *
  * Semantics follow nccl-tests 2.19 (see perf.h): for every type, op and root
  * the tool warms up every size (doubling), then for each size times -n
@@ -323,8 +323,6 @@ static int64_t checkData(struct perfThread* t, const struct perfModel* red, cons
 
 /* ---- one measurement: a size, out-of-place or in-place ----------------------- */
 
-static double totalIterTime;
-
 static void benchTime(struct perfThread* t, int type, int op, int root, int inPlace) {
   struct perfModel red, cp;
   perfModelInit(&red, type, op < 0 ? ncclSum : op, nranksTotal());
@@ -353,7 +351,6 @@ static void benchTime(struct perfThread* t, int type, int op, int root, int inPl
   double cpuSec = (perfOpt.blocking == 3 ? collOnly : now() - start) / calls;
   completeColl(t);
   double sec = (perfOpt.blocking == 3 ? collOnly : now() - start) / calls;
-  if (t->thread == 0) totalIterTime += sec * calls;
   sec = threadAllreduce(t, sec, perfOpt.average);
 
   double algBw = 0, busBw = 0;
@@ -393,8 +390,10 @@ static void setupSize(struct perfThread* t, size_t size, int type) {
 static void progress(const struct perfThread* t, const char* what, int type, int op, int root, size_t size, int k,
                      int n) {
   if (!isMain(t) || !P.progress || now() - P.t0 < 1.0) return;
-  perfProgress("# %s: %s %s root %d: %zu B %s (%d/%d)", P.prog, perfTypeNames[type], op < 0 ? "none" : perfOpNames[op],
-               root, size, what, k, n);
+  char rootStr[32] = "";
+  if (root >= 0) snprintf(rootStr, sizeof(rootStr), " root %d", root);
+  perfProgress("# %s: %s%s%s%s: %zu B %s (%d/%d)", P.prog, perfTypeNames[type], op < 0 ? "" : " ",
+               op < 0 ? "" : perfOpNames[op], rootStr, size, what, k, n);
 }
 
 /* "mulsum" runs with one premultiply op per device, created for the whole
@@ -889,8 +888,12 @@ int perfMain(int argc, char** argv, const struct perfColl* coll) {
 
 #ifdef ANYCCL_PERF_MPI
   int provided;
-  MPI_Init_thread(&argc, &argv, perfOpt.nThreads > 1 ? MPI_THREAD_SERIALIZED : MPI_THREAD_SINGLE, &provided);
+  int required = perfOpt.nThreads > 1 ? MPI_THREAD_SERIALIZED : MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, required, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &P.proc);
+  if (provided < required && P.proc == 0) /* threads take turns calling MPI (barriers, reductions) */
+    printf("# warning: the MPI library gives thread level %d, -t %d needs MPI_THREAD_SERIALIZED\n", provided,
+           perfOpt.nThreads);
 #endif
   env = getenv("ANYCCL_PERF_NO_PROGRESS");
   P.progress = P.proc == 0 && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO) && !(env && atoi(env));

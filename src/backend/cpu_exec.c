@@ -75,6 +75,7 @@ static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct
     if ((rc && !recvReady(rc)) || (sc && !sendReady(sc))) break;
     /* Elements this step moves: the slice of block `chunk` at pos. */
     size_t len = blockLen(l->lenTotal, l->lenStride, s->chunk);
+    if (len > l->end) len = l->end; /* this lane's share of the block ends there */
     size_t n = len > l->pos ? len - l->pos : 0;
     if (n > l->slice) n = l->slice;
     size_t bytes = n * ph->elemSize;

@@ -4,18 +4,19 @@
 # only, nothing from the source or build tree), and run it on 1, 3, 4 and 8
 # ranks in one process and across processes.
 #
-#   install_test.sh BUILD_DIR TEST_SOURCE_DIR LIBDIR
+#   install_test.sh BUILD_DIR TEST_SOURCE_DIR LIBDIR [CMAKE]
 set -eu
 build=$1
 src=$2
 libdir=$3
+cmake=${4:-cmake}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/anyccl-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 prefix=$tmp/prefix
 
 echo "== cmake --install $build --prefix $prefix"
-if ! cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1; then
+if ! "$cmake" --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1; then
   cat "$tmp/install.log"
   echo "FAIL: cmake --install"
   exit 1
