@@ -231,6 +231,20 @@ AI float sum_f_odd(double x, double y) {
   return u2f(u);
 }
 
+/* The same with float throughout, for formats whose products of two values
+ * are exact normal floats (fp16: 22 bits within 2^-48..2^32; fp8): then
+ * TwoSum in float is exact too, and float has >= 13 bits more than they. */
+AI float sumf_odd(float x, float y) {
+  float s = x + y;
+  float bb = s - x;
+  float err = (x - (s - bb)) + (y - bb);
+  uint32_t us = f2u(s), ue = f2u(err);
+  uint32_t lost = ((ue & 0x7fffffffu) - 1) < 0x7f800000u; /* err nonzero and not NaN */
+  uint32_t step = 1u - ((((ue ^ us) >> 31) & 1) << 1);   /* towards err: +1 or -1 on the magnitude */
+  us += step & ((uint32_t)0 - (lost & ~us & 1));
+  return u2f(us);
+}
+
 /* v / d rounded to odd (d > 0). */
 static inline double div_odd(double v, double d) {
   double q = v / d;
@@ -371,7 +385,7 @@ DEF_FLT(f64, double, d2u, u2d, sd, dd)
  * float's range both overflow. PreMulSum sums products, which can sit exactly
  * on a midpoint: exact products in double, TwoSum, round to odd in float,
  * then the final rounding. Max/Min select one of the input codes. */
-#define DEF_NARROW(P, T, TOF, FROMF, ADDF, FROMD, MULT, SATINF)                               \
+#define DEF_NARROW(P, T, TOF, FROMF, ADDF, FROMD, MULT, SATINF, PMS)                          \
   AI T P##_add(T a, T b, const rctx* c) { return ADDF(TOF(a) + TOF(b)); }                     \
   AI T P##_mul(T a, T b, const rctx* c) { return MULT(a, b); }                                \
   AI T P##_max(T a, T b, const rctx* c) {                                                     \
@@ -388,10 +402,8 @@ DEF_FLT(f64, double, d2u, u2d, sd, dd)
     r = (x == y) ? (T)(a | b) : r;                                                            \
     return SATINF(r);                                                                         \
   }                                                                                           \
-  AI T P##_pms11(T a, T b, const rctx* c) {                                                   \
-    return FROMF(sum_f_odd(c->sd * (double)TOF(a), c->sd * (double)TOF(b)));                 \
-  }                                                                                           \
-  AI T P##_pms10(T a, T b, const rctx* c) { return FROMF(sum_f_odd(c->sd * (double)TOF(a), (double)TOF(b))); } \
+  AI T P##_pms11(T a, T b, const rctx* c) { return FROMF(PMS(1, a, b)); }                    \
+  AI T P##_pms10(T a, T b, const rctx* c) { return FROMF(PMS(0, a, b)); }                    \
   AI T P##_scale(T a, const rctx* c) { return FROMF((float)(c->sd * (double)TOF(a))); }     \
   AI T P##_div(T v, const rctx* c) { return FROMD(div_odd((double)TOF(v), c->dd)); }
 
@@ -401,10 +413,20 @@ DEF_FLT(f64, double, d2u, u2d, sd, dd)
 #define MUL_B(a, b) f2b((float)((double)b2f(a) * (double)b2f(b)))
 #define MUL_E4(a, b) f2e4(e4f(a) * e4f(b))
 #define MUL_E5(a, b) f2e5(e5f(a) * e5f(b))
-DEF_NARROW(f16, uint16_t, h2f, f2h, f2h, d2h, MUL_H, NOSAT)
-DEF_NARROW(bf16, uint16_t, b2f, f2b, f2b_arith, d2b, MUL_B, NOSAT)
-DEF_NARROW(e4, uint8_t, e4f, f2e4, f2e4, d2e4, MUL_E4, NOSAT)
-DEF_NARROW(e5, uint8_t, e5f, f2e5, f2e5, d2e5, MUL_E5, SAT_E5)
+/* PreMulSum: s*a + (s*)b rounded to odd in float; in float where the
+ * products are exact there (fp16, fp8), else in double (bf16). */
+#define PMS_F(TOF, both, a, b) \
+  ((both) ? sumf_odd(c->sf * TOF(a), c->sf * TOF(b)) : sumf_odd(c->sf * TOF(a), TOF(b)))
+#define PMS_H(both, a, b) PMS_F(h2f, both, a, b)
+#define PMS_E4(both, a, b) PMS_F(e4f, both, a, b)
+#define PMS_E5(both, a, b) PMS_F(e5f, both, a, b)
+#define PMS_B(both, a, b)                                                       \
+  ((both) ? sum_f_odd(c->sd * (double)b2f(a), c->sd * (double)b2f(b))          \
+          : sum_f_odd(c->sd * (double)b2f(a), (double)b2f(b)))
+DEF_NARROW(f16, uint16_t, h2f, f2h, f2h, d2h, MUL_H, NOSAT, PMS_H)
+DEF_NARROW(bf16, uint16_t, b2f, f2b, f2b_arith, d2b, MUL_B, NOSAT, PMS_B)
+DEF_NARROW(e4, uint8_t, e4f, f2e4, f2e4, d2e4, MUL_E4, NOSAT, PMS_E4)
+DEF_NARROW(e5, uint8_t, e5f, f2e5, f2e5, d2e5, MUL_E5, SAT_E5, PMS_E5)
 
 /* ------------------------------------------------------------------------- */
 /* Loops                                                                     */
@@ -579,14 +601,15 @@ static void makeCtx(const anycclRedOp* op, rctx* c) {
   c->dd = (double)d;
   c->df = (float)d;
   switch (op->type) {
-    case ncclFloat16: c->sd = h2f((uint16_t)s); break;
-    case ncclBfloat16: c->sd = b2f((uint16_t)s); break;
-    case ncclFloat8e4m3: c->sd = e4f((uint8_t)s); break;
-    case ncclFloat8e5m2: c->sd = e5f((uint8_t)s); break;
+    case ncclFloat16: c->sf = h2f((uint16_t)s); break;
+    case ncclBfloat16: c->sf = b2f((uint16_t)s); break;
+    case ncclFloat8e4m3: c->sf = e4f((uint8_t)s); break;
+    case ncclFloat8e5m2: c->sf = e5f((uint8_t)s); break;
     case ncclFloat32: c->sf = u2f((uint32_t)s); break;
     case ncclFloat64: c->sd = u2d(s); break;
     default: break;
   }
+  if (op->type != ncclFloat64 && op->type != ncclFloat32) c->sd = c->sf; /* narrow: exact */
 }
 
 static void runType(ncclDataType_t type, int k, size_t n, const void* a, const void* b, void* o0, void* o1,

@@ -279,10 +279,9 @@ ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, 
   ph->op.op = anycclDevSum;
   int reduceFunc = t->func == FUNC_ALLREDUCE || t->func == FUNC_REDUCE || t->func == FUNC_REDUCESCATTER;
   if (reduceFunc) {
-    NCCLCHECK(anycclResolveOp(comm, t->op, t->type, &ph->op));
+    ph->op = t->redop; /* resolved at call time */
+    ph->scalarPtr = t->scalarPtr;
     ph->reduce = 1;
-    int u = (int)t->op - (int)ncclNumOps;
-    if (u >= 0 && comm->userOps[u].residence == ncclScalarDevice) ph->scalarPtr = comm->userOps[u].devScalar;
   }
   if (t->func == FUNC_ALLTOALL || t->func == FUNC_GATHER || t->func == FUNC_SCATTER) {
     ph->what = funcNames[t->func];

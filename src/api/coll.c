@@ -38,12 +38,13 @@ static ncclResult_t checkTask(struct ncclComm* comm, struct anycclTask* t) {
     return ncclInvalidArgument;
   }
   if (t->func == FUNC_ALLREDUCE || t->func == FUNC_REDUCE || t->func == FUNC_REDUCESCATTER) {
-    anycclRedOp op;
     if ((int)t->op < 0) {
       WARN("%s: op %d is not an ncclRedOp_t", fn, (int)t->op);
       return ncclInvalidArgument;
     }
-    NCCLCHECK(anycclResolveOp(comm, t->op, t->type, &op));
+    NCCLCHECK(anycclResolveOp(comm, t->op, t->type, &t->redop));
+    int u = (int)t->op - (int)ncclNumOps;
+    if (u >= 0 && comm->userOps[u].residence == ncclScalarDevice) t->scalarPtr = comm->userOps[u].devScalar;
   }
   int rooted = t->func == FUNC_BROADCAST || t->func == FUNC_REDUCE || t->func == FUNC_GATHER ||
                t->func == FUNC_SCATTER || t->func == FUNC_SEND || t->func == FUNC_RECV;
@@ -87,7 +88,8 @@ static ncclResult_t submit(struct anycclTask* t, struct ncclComm* comm) {
 }
 
 #define TASK(f, sb, rb, cnt, dt, o, rt, st) \
-  (struct anycclTask) { (f), (sb), (rb), (cnt), (dt), (o), (rt), (st), NULL }
+  (struct anycclTask) { .func = (f), .sendbuff = (sb), .recvbuff = (rb), .count = (cnt), .type = (dt), .op = (o), \
+                        .root = (rt), .stream = (st) }
 
 NCCL_API(ncclResult_t, ncclAllReduce,
          (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,

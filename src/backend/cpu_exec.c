@@ -4,7 +4,10 @@
  * ranks may outnumber cores. Every wait watches the abort flag and the
  * operation timeout. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,11 +176,41 @@ static inline int stopped(struct ncclComm* comm) {
   return __atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) || __atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE);
 }
 
+/* Is the process of a same-host peer gone (or a zombie)? */
+static int processDead(int pid) {
+  if (kill(pid, 0) == 0) {
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE* f = fopen(path, "r");
+    if (f == NULL) return 0;
+    size_t got = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    const char* p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+  }
+  return errno == ESRCH;
+}
+
+static ncclResult_t checkPeers(struct ncclComm* comm, const char* what) {
+  int me = getpid();
+  for (int q = 0; q < comm->nRanks; q++) {
+    const struct anycclPeerInfo* p = &comm->peerInfo[q];
+    if (p->pid == me || p->hostHash != comm->peerInfo[comm->rank].hostHash) continue;
+    if (processDead(p->pid)) {
+      WARN("%s: rank %d's peer rank %d (pid %d) has exited; the communicator is in error (ncclCommAbort it)", what,
+           comm->rank, q, p->pid);
+      return ncclRemoteError;
+    }
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
   int remaining = ph->nlanes;
   int spins = 0;
   if (ph->scalarPtr) memcpy(&ph->op.scalar, ph->scalarPtr, ph->elemSize);
-  double lastProgress = 0;
+  double lastProgress = 0, lastCheck = 0;
   for (int i = 0; i < ph->nlanes; i++) {
     struct anycclLane* l = &ph->lanes[i];
     if (l->kind == LANE_COPY) copyLaneRun(l);
@@ -208,7 +241,12 @@ static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
       continue;
     }
     double t = nowSec();
-    if (lastProgress == 0) lastProgress = t;
+    if (lastProgress == 0) lastProgress = lastCheck = t;
+    if (comm->peerCheckMs > 0 && (t - lastCheck) * 1000 >= comm->peerCheckMs) {
+      lastCheck = t;
+      ncclResult_t dead = checkPeers(comm, ph->what);
+      if (dead != ncclSuccess) return dead;
+    }
     if (comm->opTimeoutSec > 0 && t - lastProgress > comm->opTimeoutSec) {
       WARN("%s: rank %d made no progress for %lld s (ANYCCL_OP_TIMEOUT): a peer is gone or did not call the "
            "same operation; the communicator is now in error",

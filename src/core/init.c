@@ -153,6 +153,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   if (comm->scratch == NULL) return ncclSystemError;
 
   comm->opTimeoutSec = anycclParamInt(PARAM_OP_TIMEOUT);
+  comm->peerCheckMs = anycclParamInt(PARAM_PEER_CHECK_MS);
   comm->spinCount = (int)anycclParamInt(PARAM_SPIN_COUNT);
   comm->directThreshold = (size_t)anycclParamInt(PARAM_DIRECT_THRESHOLD);
   const char* algo = anycclParamStr(PARAM_ALGO);

@@ -29,6 +29,8 @@ struct anycclTask {
   ncclRedOp_t op;
   int root; /* root or peer */
   cudaStream_t stream;
+  anycclRedOp redop;       /* resolved when the call was made (the op may be destroyed before the group ends) */
+  const void* scalarPtr;   /* device-resident PreMulSum scalar, read when the op runs */
   struct anycclTask* next;
 };
 
@@ -88,6 +90,7 @@ struct ncclComm {
 
   struct anycclUserOp userOps[ANYCCL_MAX_USER_OPS];
   int64_t opTimeoutSec;
+  int64_t peerCheckMs;
   int spinCount;
   size_t directThreshold;
   int forceAlgo;                 /* -1 auto, else ANYCCL_ALGO_* */

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/tcp.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -338,6 +339,20 @@ static int nsocksParam(void) {
   return n > MAX_SOCKS ? MAX_SOCKS : n;
 }
 
+/* A dropped connection must surface as an error in bounded time even when no
+ * RST arrives: unacknowledged data (TCP_USER_TIMEOUT) and idle silence
+ * (keepalive) both count. */
+static void setLiveness(struct ncclSocket* s) {
+  int secs = (int)anycclParamInt(PARAM_NET_TIMEOUT);
+  if (secs <= 0 || s->fd < 0) return;
+  int one = 1, ms = secs * 1000, idle = secs / 2 > 0 ? secs / 2 : 1, intvl = 1, cnt = secs - idle > 0 ? secs - idle : 1;
+  setsockopt(s->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+  setsockopt(s->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(s->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(s->fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+  setsockopt(s->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
 static int64_t setupDeadline(void) { return ncclSocketDeadlineMs(anycclParamInt(PARAM_BOOTSTRAP_TIMEOUT) * 1000); }
 
 static ncclResult_t netListen(int dev, void* opaque, void** out, volatile uint32_t* abortFlag) {
@@ -381,6 +396,7 @@ static ncclResult_t netConnect(int dev, const void* opaque, void** out, volatile
     struct hello hi = {NET_MAGIC, h.cookie, i, h.nsocks};
     if (res == ncclSuccess) res = ncclSocketSend(&c->socks[i], &hi, sizeof(hi), deadline);
   }
+  for (int i = 0; i <= h.nsocks && res == ncclSuccess; i++) setLiveness(&c->socks[i]);
   if (res == ncclSuccess) res = startThreads(c);
   if (res != ncclSuccess) {
     commDestroy(c);
@@ -415,6 +431,7 @@ static ncclResult_t netAccept(void* opaque, void** out) {
       continue;
     }
     c->socks[hi.index] = s;
+    setLiveness(&c->socks[hi.index]);
     have++;
   }
   if (res == ncclSuccess) res = startThreads(c);
