@@ -24,9 +24,9 @@ enum { RV = 0, SD = 1, NO = -1 };
 
 /* All-reduce: reduce-scatter then all-gather around the ring. Position p
  * ends the first half holding the full reduction of block ring[p]. */
-static int ringAllReduce(const struct ncclComm* comm, struct anycclStep* s) {
-  int n = comm->nRanks, p = comm->ringPos, k = 0;
-  const int* ring = comm->ringOrder;
+static int ringAllReduce(const struct ncclComm* comm, int ch, struct anycclStep* s) {
+  int n = comm->nRanks, p = comm->ringPos[ch], k = 0;
+  const int* ring = comm->ringOrder + ch * n;
   if (n == 1) {
     s[k++] = STEP(NO, NO, BUF_IN, BUF_NONE, BUF_OUT, 0, 0, 0);
     return k;
@@ -50,9 +50,9 @@ static int ringAllReduce(const struct ncclComm* comm, struct anycclStep* s) {
 
 /* Reduce-scatter: the first half of the all-reduce; the result block of
  * rank ring[p] lands in BUF_OUT block 0. */
-static int ringReduceScatter(const struct ncclComm* comm, struct anycclStep* s) {
-  int n = comm->nRanks, p = comm->ringPos, k = 0;
-  const int* ring = comm->ringOrder;
+static int ringReduceScatter(const struct ncclComm* comm, int ch, struct anycclStep* s) {
+  int n = comm->nRanks, p = comm->ringPos[ch], k = 0;
+  const int* ring = comm->ringOrder + ch * n;
   if (n == 1) {
     s[k++] = STEP(NO, NO, BUF_IN, BUF_NONE, BUF_OUT, 0, 0, 0);
     return k;
@@ -69,9 +69,9 @@ static int ringReduceScatter(const struct ncclComm* comm, struct anycclStep* s) 
 }
 
 /* All-gather: each block travels n-1 hops; BUF_IN is one block. */
-static int ringAllGather(const struct ncclComm* comm, struct anycclStep* s) {
-  int n = comm->nRanks, p = comm->ringPos, k = 0;
-  const int* ring = comm->ringOrder;
+static int ringAllGather(const struct ncclComm* comm, int ch, struct anycclStep* s) {
+  int n = comm->nRanks, p = comm->ringPos[ch], k = 0;
+  const int* ring = comm->ringOrder + ch * n;
   int c = ring[p];
   s[k++] = STEP(NO, n > 1 ? SD : NO, BUF_IN, BUF_NONE, BUF_OUT, c, 0, c);
   for (int j = 1; j < n; j++) {
@@ -82,12 +82,12 @@ static int ringAllGather(const struct ncclComm* comm, struct anycclStep* s) {
 }
 
 /* Broadcast: a pipelined chain from the root along the ring. */
-static int chainBroadcast(const struct ncclComm* comm, int root, int inPlace, struct anycclStep* s) {
+static int chainBroadcast(const struct ncclComm* comm, int ch, int root, int inPlace, struct anycclStep* s) {
   int n = comm->nRanks;
   int rootPos = 0;
   for (int i = 0; i < n; i++)
-    if (comm->ringOrder[i] == root) rootPos = i;
-  int d = mod(comm->ringPos - rootPos, n);
+    if (comm->ringOrder[ch * n + i] == root) rootPos = i;
+  int d = mod(comm->ringPos[ch] - rootPos, n);
   if (d == 0) s[0] = STEP(NO, n > 1 ? SD : NO, BUF_IN, BUF_NONE, inPlace ? BUF_NONE : BUF_OUT, 0, 0, 0);
   else s[0] = STEP(RV, d < n - 1 ? SD : NO, BUF_NONE, BUF_NONE, BUF_OUT, 0, 0, 0);
   if (d == 0 && n == 1 && inPlace) s[0].out = BUF_OUT; /* a no-op copy, kept for uniformity */
@@ -95,12 +95,12 @@ static int chainBroadcast(const struct ncclComm* comm, int root, int inPlace, st
 }
 
 /* Reduce: a pipelined chain along the ring that ends at the root. */
-static int chainReduce(const struct ncclComm* comm, int root, struct anycclStep* s) {
+static int chainReduce(const struct ncclComm* comm, int ch, int root, struct anycclStep* s) {
   int n = comm->nRanks;
   int rootPos = 0;
   for (int i = 0; i < n; i++)
-    if (comm->ringOrder[i] == root) rootPos = i;
-  int d = mod(comm->ringPos - rootPos - 1, n); /* root is last (d = n-1) */
+    if (comm->ringOrder[ch * n + i] == root) rootPos = i;
+  int d = mod(comm->ringPos[ch] - rootPos - 1, n); /* root is last (d = n-1) */
   if (n == 1) s[0] = STEP(NO, NO, BUF_IN, BUF_NONE, BUF_OUT, 0, 0, 0);
   else if (d == 0) s[0] = STEP(NO, SD, BUF_IN, BUF_NONE, BUF_NONE, 0, 0, 0);
   else if (d < n - 1) s[0] = STEP(RV, SD, BUF_NONE, BUF_IN, BUF_NONE, 0, 0, 0);
@@ -123,7 +123,7 @@ static int directReduceInto(const struct ncclComm* comm, struct anycclStep* s, i
   return k;
 }
 
-static int directAllReduce(const struct ncclComm* comm, struct anycclStep* s) {
+static int directAllReduce(const struct ncclComm* comm, int root, int inPlace, struct anycclStep* s) {
   int n = comm->nRanks, r = comm->rank, k = 0;
   for (int i = 1; i < n; i++) {
     int q = (r + i) % n;
@@ -132,7 +132,7 @@ static int directAllReduce(const struct ncclComm* comm, struct anycclStep* s) {
   return directReduceInto(comm, s, k);
 }
 
-static int directReduce(const struct ncclComm* comm, int root, struct anycclStep* s) {
+static int directReduce(const struct ncclComm* comm, int root, int inPlace, struct anycclStep* s) {
   int n = comm->nRanks;
   if (comm->rank != root) {
     s[0] = STEP(NO, n + root, BUF_IN, BUF_NONE, BUF_NONE, 0, 0, 0);
@@ -155,8 +155,25 @@ static int directBroadcast(const struct ncclComm* comm, int root, int inPlace, s
 /* ---- lanes --------------------------------------------------------------- */
 static size_t alignElems(size_t elemSize) { return 512 / elemSize; }
 
-/* One lane per channel, each taking a share of every block's offsets. */
-static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, struct anycclStep* steps, int nsteps,
+/* A ring program for channel ch (rings may differ per channel). */
+struct ringProg {
+  int kind; /* FUNC_* */
+  int root, inPlace;
+};
+
+static int ringProgram(const struct ncclComm* comm, int ch, const struct ringProg* rp, struct anycclStep* s) {
+  switch (rp->kind) {
+    case FUNC_ALLREDUCE: return ringAllReduce(comm, ch, s);
+    case FUNC_REDUCESCATTER: return ringReduceScatter(comm, ch, s);
+    case FUNC_ALLGATHER: return ringAllGather(comm, ch, s);
+    case FUNC_BROADCAST: return chainBroadcast(comm, ch, rp->root, rp->inPlace, s);
+    default: return chainReduce(comm, ch, rp->root, s);
+  }
+}
+
+/* One lane per channel, each taking a share of every block's offsets and
+ * running its channel's ring program. */
+static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, const struct ringProg* rp,
                               size_t lenTotal, size_t lenStride, size_t inStride, size_t outStride) {
   size_t es = ph->elemSize;
   size_t align = alignElems(es);
@@ -167,12 +184,14 @@ static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, str
   if (nch < 1) nch = 1;
   size_t part = (lenStride + nch - 1) / nch;
   part = (part + align - 1) / align * align;
+  int maxSteps = 2 * comm->nRanks + 2;
+  ANYCCL_CALLOC(ph->steps, (size_t)nch * maxSteps);
   NCCLCHECK(allocLanes(ph, nch));
   for (int ch = 0; ch < nch; ch++) {
     struct anycclLane* l = &ph->lanes[ph->nlanes++];
     l->kind = LANE_STEPS;
-    l->steps = steps;
-    l->nsteps = nsteps;
+    l->steps = ph->steps + (size_t)ch * maxSteps;
+    l->nsteps = ringProgram(comm, ch, rp, l->steps);
     l->nconns = 2;
     l->conns[RV] = &comm->ringRecv[ch];
     l->conns[SD] = &comm->ringSend[ch];
@@ -188,8 +207,13 @@ static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, str
   return ncclSuccess;
 }
 
-static ncclResult_t directLane(struct ncclComm* comm, struct anycclPhase* ph, struct anycclStep* steps, int nsteps,
-                               size_t count) {
+static ncclResult_t directLane(struct ncclComm* comm, struct anycclPhase* ph,
+                               int (*program)(const struct ncclComm*, int, int, struct anycclStep*), int root,
+                               int inPlace, size_t count) {
+  struct anycclStep* steps;
+  ANYCCL_CALLOC(steps, 2 * comm->nRanks + 2);
+  ph->steps = steps;
+  int nsteps = program(comm, root, inPlace, steps);
   int n = comm->nRanks;
   NCCLCHECK(allocLanes(ph, 1));
   struct anycclLane* l = &ph->lanes[ph->nlanes++];
@@ -287,56 +311,38 @@ ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, 
     ph->what = funcNames[t->func];
     return p2pCollLanes(comm, ph, t);
   }
-  int maxSteps = 2 * n + 2;
-  struct anycclStep* steps;
-  ANYCCL_CALLOC(steps, maxSteps);
-  ph->steps = steps;
   size_t bytes = count * es;
-  int direct = 0, nsteps = 0;
+  int direct = 0;
+  int inPlace = t->sendbuff == t->recvbuff;
+  struct ringProg rp = {t->func, t->root, inPlace};
   switch (t->func) {
     case FUNC_ALLREDUCE: {
       direct = pickDirect(comm, bytes);
       if (direct) {
-        nsteps = directAllReduce(comm, steps);
-        NCCLCHECK(directLane(comm, ph, steps, nsteps, count));
+        NCCLCHECK(directLane(comm, ph, directAllReduce, 0, inPlace, count));
       } else {
         size_t align = alignElems(es);
         size_t block = (count + n - 1) / n;
         if (block > align) block = (block + align - 1) / align * align;
-        nsteps = ringAllReduce(comm, steps);
-        NCCLCHECK(ringLanes(comm, ph, steps, nsteps, count, block, block, block));
+        NCCLCHECK(ringLanes(comm, ph, &rp, count, block, block, block));
       }
       break;
     }
     case FUNC_REDUCESCATTER:
-      nsteps = ringReduceScatter(comm, steps);
-      NCCLCHECK(ringLanes(comm, ph, steps, nsteps, (size_t)n * count, count, count, 0));
+      NCCLCHECK(ringLanes(comm, ph, &rp, (size_t)n * count, count, count, 0));
       break;
     case FUNC_ALLGATHER:
-      nsteps = ringAllGather(comm, steps);
-      NCCLCHECK(ringLanes(comm, ph, steps, nsteps, (size_t)n * count, count, 0, count));
+      NCCLCHECK(ringLanes(comm, ph, &rp, (size_t)n * count, count, 0, count));
       break;
-    case FUNC_BROADCAST: {
-      int inPlace = t->sendbuff == t->recvbuff;
+    case FUNC_BROADCAST:
       direct = pickDirect(comm, bytes);
-      if (direct) {
-        nsteps = directBroadcast(comm, t->root, inPlace, steps);
-        NCCLCHECK(directLane(comm, ph, steps, nsteps, count));
-      } else {
-        nsteps = chainBroadcast(comm, t->root, inPlace, steps);
-        NCCLCHECK(ringLanes(comm, ph, steps, nsteps, count, count, 0, 0));
-      }
+      if (direct) NCCLCHECK(directLane(comm, ph, directBroadcast, t->root, inPlace, count));
+      else NCCLCHECK(ringLanes(comm, ph, &rp, count, count, 0, 0));
       break;
-    }
     case FUNC_REDUCE:
       direct = pickDirect(comm, bytes);
-      if (direct) {
-        nsteps = directReduce(comm, t->root, steps);
-        NCCLCHECK(directLane(comm, ph, steps, nsteps, count));
-      } else {
-        nsteps = chainReduce(comm, t->root, steps);
-        NCCLCHECK(ringLanes(comm, ph, steps, nsteps, count, count, 0, 0));
-      }
+      if (direct) NCCLCHECK(directLane(comm, ph, directReduce, t->root, inPlace, count));
+      else NCCLCHECK(ringLanes(comm, ph, &rp, count, count, 0, 0));
       break;
     default:
       WARN("internal: no algorithm for function %d", t->func);
@@ -344,7 +350,7 @@ ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, 
   }
   ph->what = funcNames[t->func];
   TRACE(NCCL_COLL, "%s count %zu type %d: %s, %d lanes, %d steps/slice", funcNames[t->func], count, t->type,
-        direct ? "Direct" : "Ring", ph->nlanes, nsteps);
+        direct ? "Direct" : "Ring", ph->nlanes, ph->nlanes ? ph->lanes[0].nsteps : 0);
   return ncclSuccess;
 }
 

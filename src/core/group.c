@@ -146,6 +146,10 @@ static ncclResult_t launchComm(struct ncclComm* comm) {
   struct anycclPlan* plan = NULL;
   ncclResult_t res = anycclBuildPlan(comm, tasks, &plan);
   cudaStream_t stream = tasks->stream;
+  /* The NULL stream means the comm's device's default stream. */
+  int saved = -1;
+  anycclRt.getDevice(&saved);
+  if (saved != comm->cudaDev) anycclRt.setDevice(comm->cudaDev);
   if (res == ncclSuccess && plan != NULL) {
     for (struct anycclTask* t = tasks->next; t && res == ncclSuccess; t = t->next)
       if (t->stream != stream) res = streamJoin(stream, t->stream);
@@ -158,6 +162,7 @@ static ncclResult_t launchComm(struct ncclComm* comm) {
       if (!seen) res = streamJoin(t->stream, stream);
     }
   }
+  if (saved != comm->cudaDev) anycclRt.setDevice(saved);
   freeTasks(tasks);
   return res;
 }

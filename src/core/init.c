@@ -13,6 +13,7 @@
 #include "comm.h"
 #include "param.h"
 #include "rt.h"
+#include "topo.h"
 
 /* ---- host and process identity ------------------------------------------- */
 static uint64_t hashStr(const char* s, uint64_t h) {
@@ -103,6 +104,74 @@ static void banner(void) {
            ANYCCL_VERSION_STRING, anycclRt.name);
 }
 
+/* Rings from the topology: every rank computes the same rings from the same
+ * inputs (the peers' hosts and bus ids, and NCCL_TOPO_FILE, which every rank
+ * reads alike); without a topology file hosts keep rank order inside, and
+ * each ring still crosses every host boundary once. */
+static ncclResult_t setupRings(struct ncclComm* comm) {
+  int n = comm->nRanks, nch = comm->nChannels;
+  ncclResult_t res = ncclSuccess;
+  int nHosts = 0;
+  int* hostOf = calloc(n, sizeof(int));
+  int* hostRank = calloc(n, sizeof(int)); /* first rank of each host */
+  struct anycclTopoRank* ranks = calloc(n, sizeof(*ranks));
+  struct anycclTopo** topos = calloc(n, sizeof(*topos));
+  const struct anycclTopoHost** hosts = calloc(n, sizeof(*hosts));
+  struct anycclTopoRings* rings = NULL;
+  if (!hostOf || !hostRank || !ranks || !topos || !hosts) {
+    res = ncclSystemError;
+    goto out;
+  }
+  for (int q = 0; q < n; q++) {
+    int h = 0;
+    while (h < nHosts && comm->peerInfo[hostRank[h]].hostHash != comm->peerInfo[q].hostHash) h++;
+    if (h == nHosts) hostRank[nHosts++] = q;
+    hostOf[q] = h;
+    ranks[q].host = h;
+    snprintf(ranks[q].busId, sizeof(ranks[q].busId), "%.*s", (int)sizeof(ranks[q].busId) - 1, comm->peerInfo[q].busId);
+  }
+  const char* file = anycclParamStr(PARAM_TOPO_FILE);
+  if (file) {
+    for (int h = 0; h < nHosts; h++) {
+      const char* id = comm->peerInfo[hostRank[h]].hostId;
+      char err[512];
+      if (anycclTopoLoadHost(file, id[0] ? id : NULL, &topos[h], err, sizeof(err)) != ncclSuccess) {
+        WARN("NCCL_TOPO_FILE: %s", err);
+        res = ncclInvalidUsage;
+        goto out;
+      }
+      hosts[h] = &topos[h]->hosts[0];
+    }
+  }
+  if (anycclParamStr(PARAM_TOPO_DUMP_FILE)) {
+    struct anycclTopo* mine = NULL;
+    if (anycclTopoGetSystem(comm->rank, &mine) == ncclSuccess) anycclTopoFree(mine);
+  }
+  NCCLCHECKGOTO(anycclTopoBuildRings(hosts, nHosts, ranks, n, nch, &rings), res, out);
+  ANYCCL_CALLOC(comm->ringOrder, (size_t)n * nch);
+  memcpy(comm->ringOrder, rings->order, sizeof(int) * n * nch);
+  for (int c = 0; c < nch; c++) {
+    char line[1024];
+    int len = 0;
+    for (int i = 0; i < n; i++) {
+      if (comm->ringOrder[c * n + i] == comm->rank) comm->ringPos[c] = i;
+      if (len < (int)sizeof(line) - 16) len += snprintf(line + len, sizeof(line) - len, " %3d", comm->ringOrder[c * n + i]);
+    }
+    if (comm->rank == 0) INFO(NCCL_INIT | NCCL_GRAPH, "Channel %02d/%02d : %s", c, nch, line);
+  }
+  comm->nHosts = nHosts;
+out:
+  anycclTopoRingsFree(rings);
+  for (int h = 0; h < nHosts && topos; h++)
+    if (topos[h]) anycclTopoFree(topos[h]);
+  free(hostOf);
+  free(hostRank);
+  free(ranks);
+  free(topos);
+  free(hosts);
+  return res;
+}
+
 static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   int n = comm->nRanks, r = comm->rank;
   NCCLCHECK(anycclRtInit());
@@ -120,6 +189,8 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   me->hostHash = hostHash();
   me->processToken = processToken;
   snprintf(me->busId, sizeof(me->busId), "%s", comm->busId);
+  const char* hid = anycclParamStr(PARAM_HOSTID);
+  snprintf(me->hostId, sizeof(me->hostId), "%s", hid ? hid : "");
   me->maxChannels = (int)anycclParamInt(PARAM_MAX_NCHANNELS);
   me->nslots = (int)anycclParamInt(PARAM_NSLOTS);
   me->slotBytes = (size_t)anycclParamInt(PARAM_BUFFSIZE);
@@ -142,13 +213,14 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   if (nch < 1) nch = 1;
   if (nch > ANYCCL_MAX_CHANNELS) nch = ANYCCL_MAX_CHANNELS;
   comm->nChannels = nch;
-  comm->localRanks = 0;
-  for (int i = 0; i < n; i++) comm->localRanks += comm->peerInfo[i].hostHash == me->hostHash;
+  comm->localRanks = comm->localRank = 0;
+  for (int i = 0; i < n; i++)
+    if (comm->peerInfo[i].hostHash == me->hostHash) {
+      if (i < r) comm->localRank++;
+      comm->localRanks++;
+    }
 
-  /* Rings follow rank order for now; topology-aware rings come with the topology model. */
-  ANYCCL_CALLOC(comm->ringOrder, n);
-  for (int i = 0; i < n; i++) comm->ringOrder[i] = i;
-  comm->ringPos = r;
+  NCCLCHECK(setupRings(comm));
   comm->scratch = malloc((size_t)nch * comm->slotBytes);
   if (comm->scratch == NULL) return ncclSystemError;
 
@@ -166,9 +238,9 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   NCCLCHECK(anycclTransportSetup(comm));
   comm->commHash = 0;
   memcpy(&comm->commHash, id->internal, sizeof(comm->commHash));
-  INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes 1 localRanks %d localRank %d cudaDev %d busId %s backend %s - "
+  INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d cudaDev %d busId %s backend %s - "
        "Init COMPLETE",
-       (void*)comm, r, n, comm->localRanks, r, comm->cudaDev, comm->busId, anycclRt.name);
+       (void*)comm, r, n, comm->nHosts, comm->localRanks, comm->localRank, comm->cudaDev, comm->busId, anycclRt.name);
   return ncclSuccess;
 }
 

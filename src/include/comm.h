@@ -62,9 +62,11 @@ struct ncclComm {
   /* peers and connections */
   struct anycclPeerInfo* peerInfo;
   int localRanks;                /* ranks on this host */
+  int localRank;                 /* my index among them */
+  int nHosts;                    /* distinct hosts among the ranks */
   int nChannels;
-  int* ringOrder;                /* ring position -> rank (same on all ranks) */
-  int ringPos;                   /* my position */
+  int* ringOrder;                /* [c * nRanks + i]: rank at position i of ring c (same on all ranks) */
+  int ringPos[ANYCCL_MAX_CHANNELS]; /* my position in ring c */
   int nslots;
   size_t slotBytes;
   struct anycclSegment* segment;

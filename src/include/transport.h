@@ -65,6 +65,7 @@ struct anycclPeerInfo {
   uint64_t hostHash;
   uint64_t processToken; /* same value: same process */
   char busId[32];
+  char hostId[64];       /* NCCL_HOSTID, "" when unset */
   int maxChannels;       /* this rank's NCCL_MAX_NCHANNELS */
   int nslots;            /* FIFO geometry (rank 0's is used) */
   size_t slotBytes;

@@ -200,9 +200,10 @@ ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
     comm->peerTransport[q] = t;
   }
   /* Rings: send into next's FIFO c, receive from my FIFO c. */
-  int next = comm->ringOrder[(comm->ringPos + 1) % n];
-  int prev = comm->ringOrder[(comm->ringPos + n - 1) % n];
   for (int c = 0; c < comm->nChannels; c++) {
+    const int* ring = comm->ringOrder + c * n;
+    int next = ring[(comm->ringPos[c] + 1) % n];
+    int prev = ring[(comm->ringPos[c] + n - 1) % n];
     const char* via = next == r ? "self" : comm->peerTransport[next]->name;
     connInit(&comm->ringSend[c], bases[next], comm, c, next, (struct anycclBell*)bases[next], via);
     connInit(&comm->ringRecv[c], comm->segment->base, comm, c, prev, (struct anycclBell*)bases[prev],
@@ -226,7 +227,8 @@ ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
          comm->peerTransport[r == 0 ? 1 : 0]->name);
   /* Receives from remote peers are fed by the proxy, not by the peer. */
   for (int c = 0; c < comm->nChannels; c++)
-    if (comm->peerTransport[prev] == &anycclTransportNet) comm->ringRecv[c].net = 1;
+    if (comm->ringRecv[c].peer != r && comm->peerTransport[comm->ringRecv[c].peer] == &anycclTransportNet)
+      comm->ringRecv[c].net = 1;
   for (int q = 0; q < n; q++)
     if (q != r && comm->peerTransport[q] == &anycclTransportNet) comm->p2pRecv[q].net = 1;
   NCCLCHECKGOTO(anycclNetSetup(comm), res, fail);
