@@ -1,3 +1,5 @@
+#define _GNU_SOURCE
+#include <dlfcn.h>
 /* anyccl-cpu: virtual devices.
  *
  * ANYCCL_CPU_DEVICES virtual devices (default 8), each with a PCI bus id
@@ -56,8 +58,38 @@ static int parseHostDomain(void) {
   return (int)((h >> 16) ^ (h & 0xffff));
 }
 
+/* NCCL_TOPO_FILE describes the host's GPUs: then their number and bus ids
+ * come from it (through libnccl's topology reader, found at run time so that
+ * anyccl-cpu does not depend on libnccl). */
+#define TOPO_BUSID_LEN 20 /* ANYCCL_TOPO_BUSID_LEN in src/include/topo.h */
+static char (*topoBusIds)[TOPO_BUSID_LEN];
+
+static int topologyDevices(void) {
+  const char *file = getenv("NCCL_TOPO_FILE");
+  if (file == NULL || file[0] == '\0') return 0;
+  typedef int (*listFn)(const char *, const char *, int *, char (*)[TOPO_BUSID_LEN], int);
+  listFn list;
+  *(void **)&list = dlsym(RTLD_DEFAULT, "anycclTopoListGpus");
+  if (list == NULL) return 0;
+  const char *host = getenv("NCCL_HOSTID");
+  int count = 0;
+  if (list(file, host && host[0] ? host : NULL, &count, NULL, 0) != 0 || count <= 0) {
+    cpurtWarn("NCCL_TOPO_FILE=%s describes no GPU for this host; using ANYCCL_CPU_DEVICES", file);
+    return 0;
+  }
+  if (count > CPURT_MAX_DEVICES) count = CPURT_MAX_DEVICES;
+  topoBusIds = calloc(count, sizeof(*topoBusIds));
+  if (topoBusIds == NULL || list(file, host && host[0] ? host : NULL, &count, topoBusIds, count) != 0) {
+    free(topoBusIds);
+    topoBusIds = NULL;
+    return 0;
+  }
+  return count;
+}
+
 static void initDevices(void) {
-  ndev = parseDeviceCount();
+  ndev = topologyDevices();
+  if (ndev == 0) ndev = parseDeviceCount();
   pciDomain = parseHostDomain();
   devices = calloc(ndev, sizeof(*devices));
   peerBits = calloc(((size_t)ndev * ndev + 63) / 64, sizeof(uint64_t));
@@ -120,7 +152,15 @@ static void fillProps(struct cudaDeviceProp *p, int dev) {
   p->canMapHostMemory = 1;
   p->concurrentKernels = 1;
   busIdParts(dev, &p->pciBusID, &p->pciDeviceID);
-  p->pciDomainID = pciDomain;
+  if (topoBusIds) {
+    unsigned d, b, sl, f;
+    if (sscanf(topoBusIds[dev], "%x:%x:%x.%x", &d, &b, &sl, &f) == 4) {
+      p->pciDomainID = (int)d;
+      p->pciBusID = (int)b;
+      p->pciDeviceID = (int)sl;
+    }
+  }
+  if (!topoBusIds) p->pciDomainID = pciDomain;
   p->asyncEngineCount = 2;
   p->unifiedAddressing = 1;
   p->memoryBusWidth = 64;
@@ -234,6 +274,10 @@ CPURT_API cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
   cpurtInit();
   if (pciBusId == NULL || len <= 0) return cpurtRet(cudaErrorInvalidValue);
   if (!cpurtValidDevice(device)) return cpurtRet(cudaErrorInvalidDevice);
+  if (topoBusIds) {
+    snprintf(pciBusId, (size_t)len, "%s", topoBusIds[device]);
+    return cudaSuccess;
+  }
   int bus, slot;
   busIdParts(device, &bus, &slot);
   snprintf(pciBusId, (size_t)len, "%04x:%02x:%02x.0", pciDomain, bus, slot);
@@ -252,6 +296,17 @@ CPURT_API cudaError_t cudaDeviceGetByPCIBusId(int *device, const char *pciBusId)
     dom = 0, used = 0;
     if (sscanf(pciBusId, "%x:%x.%x%n", &bus, &slot, &fn, &used) != 3 || pciBusId[used] != '\0')
       return cpurtRet(cudaErrorInvalidValue);
+  }
+  if (topoBusIds) {
+    for (int d = 0; d < ndev; d++) {
+      unsigned td, tb, ts, tf;
+      if (sscanf(topoBusIds[d], "%x:%x:%x.%x", &td, &tb, &ts, &tf) == 4 && td == dom && tb == bus && ts == slot &&
+          tf == fn) {
+        *device = d;
+        return cudaSuccess;
+      }
+    }
+    return cpurtRet(cudaErrorInvalidDevice);
   }
   if (dom == (unsigned)pciDomain && fn == 0 && bus >= BUS_BASE && bus <= 0xff) {
     unsigned d = slot * BUSES_PER_SLOT + (bus - BUS_BASE);

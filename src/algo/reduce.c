@@ -501,6 +501,43 @@ DEF_TYPE(bf16, uint16_t)
 DEF_TYPE(e4, uint8_t)
 DEF_TYPE(e5, uint8_t)
 
+/* bf16 PreMulSum in float: when the scalar and the inputs have magnitudes in
+ * [2^-60, 2^61) (or are 0, inf, NaN), the products are exact normal floats,
+ * TwoSum in float is exact and nothing overflows, so float round-to-odd
+ * gives the same result as the double path, at twice the vector width. The
+ * common case (avg of ordinary gradients) takes it; chunks with any value
+ * outside the range use the double path. */
+AI uint32_t bf16_far(uint16_t x) {
+  uint32_t e = (x >> 7) & 0xff;
+  uint32_t inRange = (e - 67) <= (187 - 67); /* 2^-60 <= |x| < 2^61 */
+  return !(inRange | (e == 255) | ((x & 0x7fff) == 0));
+}
+static HOT int bf16_any_far(size_t n, const uint16_t* a, const uint16_t* b) {
+  uint32_t far = 0;
+  for (size_t i = 0; i < n; i++) far |= bf16_far(a[i]) | (b ? bf16_far(b[i]) : 0);
+  return far != 0;
+}
+#define PMS_BF(both, a, b) PMS_F(b2f, both, a, b)
+DEF_KERNEL(bf16f, uint16_t, pms11, f2b(PMS_BF(1, a[i], b[i])), v)
+DEF_KERNEL(bf16f, uint16_t, pms10, f2b(PMS_BF(0, a[i], b[i])), v)
+DEF_KERNEL(bf16f, uint16_t, pms01, f2b(PMS_BF(0, b[i], a[i])), v)
+static void bf16_pms(int k, size_t n, const uint16_t* a, const uint16_t* b, uint16_t* o0, uint16_t* o1,
+                     const rctx* c) {
+  int scalarOk = !bf16_far(f2b(c->sf));
+  enum { CH = 2048 };
+  for (size_t off = 0; off < n; off += CH) {
+    size_t m = n - off < CH ? n - off : CH;
+    const uint16_t *pa = a + off, *pb = b + off;
+    uint16_t *p0 = o0 + off, *p1 = o1 ? o1 + off : NULL;
+    int fast = scalarOk && !bf16_any_far(m, pa, pb);
+    switch (k) {
+      case K_PMS11: (fast ? bf16f_k_pms11 : bf16_k_pms11)(m, pa, pb, p0, p1, c); break;
+      case K_PMS10: (fast ? bf16f_k_pms10 : bf16_k_pms10)(m, pa, pb, p0, p1, c); break;
+      default: (fast ? bf16f_k_pms01 : bf16_k_pms01)(m, pa, pb, p0, p1, c); break;
+    }
+  }
+}
+
 /* The two hottest narrow loops, fp16 and bf16 sums, written with AVX2 (and
  * F16C) intrinsics where the CPU has them: the same float sum and the same
  * round-to-nearest-even as f16_add / bf16_add, about 3x faster than what
@@ -639,6 +676,10 @@ static void runType(ncclDataType_t type, int k, size_t n, const void* a, const v
         break;
       }
 #endif
+      if (k == K_PMS11 || k == K_PMS10 || k == K_PMS01) {
+        bf16_pms(k, n, a, b, o0, o1, c);
+        break;
+      }
       bf16_run(k, n, a, b, o0, o1, c);
       break;
     case ncclFloat8e4m3: e4_run(k, n, a, b, o0, o1, c); break;
