@@ -66,6 +66,42 @@ static int child(int n, int rph, size_t count, const char* idfile) {
   int from = (rank + n - 1) % n;
   for (size_t i = 0; i < count; i++)
     if (out[i] != (float)(from + 1) + (float)(i % 13) && bad++ < 3) fprintf(stderr, "rank %d recv[%zu] = %g wrong\n", rank, i, out[i]);
+  /* Split across hosts: colour by parity (each child spans both hosts when
+   * there are two ranks per host), keys reversed; the child matches devices
+   * by bus id afresh, not by the parent's ranks. */
+  ncclComm_t child;
+  CK(ncclCommSplit(comm, rank % 2, -rank, &child, NULL));
+  int cn, cr;
+  CK(ncclCommCount(child, &cn));
+  CK(ncclCommUserRank(child, &cr));
+  int expectN = (n + 1 - rank % 2) / 2;
+  int expectR = (n - 1 - rank) / 2; /* reversed order among same parity */
+  if (cn != expectN || cr != expectR) {
+    fprintf(stderr, "rank %d: split gave rank %d of %d, expected %d of %d\n", rank, cr, cn, expectR, expectN);
+    bad++;
+  }
+  CK(ncclAllReduce(in, out, count, ncclFloat, ncclSum, child, s));
+  cudaStreamSynchronize(s);
+  float sumIds = 0;
+  for (int q = rank % 2; q < n; q += 2) sumIds += (float)(q + 1);
+  for (size_t i = 0; i < count; i++) {
+    float e = sumIds + (float)cn * (float)(i % 13);
+    if (out[i] != e && bad++ < 3) fprintf(stderr, "rank %d split allreduce[%zu]=%g want %g\n", rank, i, out[i], e);
+  }
+  CK(ncclCommDestroy(child));
+  /* Shrink: drop the last rank (which does not call). */
+  if (rank != n - 1 && n > 1) {
+    int ex = n - 1;
+    ncclComm_t small;
+    CK(ncclCommShrink(comm, &ex, 1, &small, NULL, NCCL_SHRINK_DEFAULT));
+    CK(ncclAllReduce(in, out, count, ncclFloat, ncclSum, small, s));
+    cudaStreamSynchronize(s);
+    for (size_t i = 0; i < count; i++) {
+      float e = (float)((n - 1) * n / 2) + (float)(n - 1) * (float)(i % 13);
+      if (out[i] != e && bad++ < 3) fprintf(stderr, "rank %d shrink allreduce[%zu]=%g want %g\n", rank, i, out[i], e);
+    }
+    CK(ncclCommDestroy(small));
+  }
   CK(ncclCommDestroy(comm));
   return bad ? 1 : 0;
 }
