@@ -330,8 +330,9 @@ static void printDevices(void) {
 
 static void printComm(void) {
   int n = opt.nranks;
-  printf("\nCommunicator: %d ranks; rank 0 made the unique id (ncclGetUniqueId) and %s\n", n,
-         opt.processes ? "wrote it into a pipe to each other process" : "the threads share it");
+  printf("\nCommunicator: %d ranks; %s\n", n,
+         opt.processes ? "rank 0 made the unique id (ncclGetUniqueId) and wrote it into a pipe to each other process"
+                       : "the main thread made the unique id (ncclGetUniqueId), the rank threads share it");
   printf("  %-4s  %-8s  %-4s  %-6s  %-14s  %-26s  %s\n", "rank", "pid", "host", "device", "PCI bus id",
          "CommCount/UserRank/CuDev", "init");
   for (int r = 0; r < n; r++) {

@@ -412,3 +412,14 @@ CPURT_API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
   cpurtStreamRelease(s);
   return cpurtRet(err);
 }
+
+/* anyccl extension (CUDA's driver has cuMemGetAddressRange): the allocation
+ * that contains p, for device memory that can be shared (IPC). Returns 0 and
+ * fills base/size when found. */
+CPURT_API int anycclCpuMemGetAddressRange(const void *p, void **base, size_t *size) {
+  struct cpurtAlloc a;
+  if (!cpurtAllocFind(p, &a) || a.fd < 0) return 1;
+  *base = (void *)a.base;
+  *size = a.size;
+  return 0;
+}

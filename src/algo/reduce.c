@@ -507,14 +507,18 @@ DEF_TYPE(e5, uint8_t)
  * gives the same result as the double path, at twice the vector width. The
  * common case (avg of ordinary gradients) takes it; chunks with any value
  * outside the range use the double path. */
-AI uint32_t bf16_far(uint16_t x) {
-  uint32_t e = (x >> 7) & 0xff;
-  uint32_t inRange = (e - 67) <= (187 - 67); /* 2^-60 <= |x| < 2^61 */
-  return !(inRange | (e == 255) | ((x & 0x7fff) == 0));
+AI uint16_t bf16_far(uint16_t x) { /* finite, nonzero, outside [2^-60, 2^61) */
+  uint16_t ax = x & 0x7fff;
+  uint16_t tiny = (uint16_t)(ax - 1) < (uint16_t)((67 << 7) - 1);          /* 0 < |x| < 2^-60 */
+  uint16_t big = (uint16_t)(ax - (188 << 7)) < (uint16_t)((255 - 188) << 7); /* 2^61 <= |x| < inf */
+  return tiny | big;
 }
 static HOT int bf16_any_far(size_t n, const uint16_t* a, const uint16_t* b) {
-  uint32_t far = 0;
-  for (size_t i = 0; i < n; i++) far |= bf16_far(a[i]) | (b ? bf16_far(b[i]) : 0);
+  uint16_t far = 0;
+  if (b)
+    for (size_t i = 0; i < n; i++) far |= bf16_far(a[i]) | bf16_far(b[i]);
+  else
+    for (size_t i = 0; i < n; i++) far |= bf16_far(a[i]);
   return far != 0;
 }
 #define PMS_BF(both, a, b) PMS_F(b2f, both, a, b)

@@ -307,6 +307,14 @@ ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, 
     ph->scalarPtr = t->scalarPtr;
     ph->reduce = 1;
   }
+  /* Single-copy form for large messages when every rank shares this host
+   * (the executor checks at run time that the buffers can be reached). */
+  ph->count = count;
+  ph->root = t->root;
+  size_t msgBytes = count * es * (t->func == FUNC_ALLTOALL ? (size_t)n : 1);
+  if (comm->nHosts == 1 && n > 1 && comm->forceAlgo < 0 && comm->peerThreshold != (size_t)-1 &&
+      msgBytes >= comm->peerThreshold && 2 * n <= ANYCCL_MAX_LANE_CONNS)
+    ph->peerFunc = t->func + 1;
   if (t->func == FUNC_ALLTOALL || t->func == FUNC_GATHER || t->func == FUNC_SCATTER) {
     ph->what = funcNames[t->func];
     return p2pCollLanes(comm, ph, t);

@@ -207,6 +207,10 @@ static ncclResult_t checkPeers(struct ncclComm* comm, const char* what) {
 }
 
 static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
+  if (ph->peerFunc) {
+    ncclResult_t res;
+    if (anycclCpuPeerPhase(comm, ph, &res) || res != ncclSuccess) return res;
+  }
   int remaining = ph->nlanes;
   int spins = 0;
   if (ph->scalarPtr) memcpy(&ph->op.scalar, ph->scalarPtr, ph->elemSize);

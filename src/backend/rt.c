@@ -51,6 +51,10 @@ static void rtLoad(void) {
   RT_SYM(streamWaitEvent, "cudaStreamWaitEvent");
   RT_SYM(eventDestroy, "cudaEventDestroy");
   *(void**)&rt.streamGetDevice = lookup("cudaStreamGetDevice");
+  *(void**)&rt.ipcGetMemHandle = lookup("cudaIpcGetMemHandle");
+  *(void**)&rt.ipcOpenMemHandle = lookup("cudaIpcOpenMemHandle");
+  *(void**)&rt.ipcCloseMemHandle = lookup("cudaIpcCloseMemHandle");
+  *(void**)&rt.memGetAddressRange = lookup("anycclCpuMemGetAddressRange");
 #undef RT_SYM
   if (rt.kind == ANYCCL_BACKEND_CUDA) {
     WARN("The cuda backend is not built into this libnccl yet; use anyccl-cpu");

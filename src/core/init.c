@@ -228,6 +228,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   comm->peerCheckMs = anycclParamInt(PARAM_PEER_CHECK_MS);
   comm->spinCount = (int)anycclParamInt(PARAM_SPIN_COUNT);
   comm->directThreshold = (size_t)anycclParamInt(PARAM_DIRECT_THRESHOLD);
+  comm->peerThreshold = (size_t)anycclParamInt(PARAM_PEER_THRESHOLD); /* -1: never */
   const char* algo = anycclParamStr(PARAM_ALGO);
   if (algo) {
     if (strcasecmp(algo, "Ring") == 0) comm->forceAlgo = ANYCCL_ALGO_RING;

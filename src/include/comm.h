@@ -42,6 +42,12 @@ struct anycclUserOp {
   const void* devScalar; /* device-resident scalar, read when the op runs */
 };
 
+struct anycclIpcMap {
+  int peer;
+  cudaIpcMemHandle_t handle;
+  char* base;
+};
+
 struct ncclComm {
   uint64_t magic;
   int rank, nRanks, cudaDev;
@@ -79,6 +85,11 @@ struct ncclComm {
   struct anycclConn* p2pRecv;    /* [nRanks] */
   char* scratch;                 /* slot-sized scratch, one per channel */
   struct anycclProxy* proxy;     /* network progress (NULL when no peer is remote) */
+  char** peerBase;               /* [nRanks]: mapped segment of each local peer (NULL for remote) */
+  uint64_t peerSeq;              /* peer phases run so far (executor side) */
+  struct anycclIpcMap* ipcMaps;  /* peers' buffers opened through IPC, cached */
+  int nIpcMaps, capIpcMaps;
+  size_t peerThreshold;          /* bytes from which single-copy phases are used */
 
   /* work */
   struct anycclTask* taskHead;   /* tasks of the open group */

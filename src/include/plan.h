@@ -83,6 +83,12 @@ struct anycclPhase {
   struct anycclStep* steps;      /* owned step program (shared by lanes) */
   struct anycclP2pOp* p2pOps;    /* owned op array (shared by lanes) */
   const char* what;              /* for logs */
+  /* Single-copy ("peer") form of the phase: when every rank's buffers can be
+   * reached, the executor runs it instead of the lanes (which stay as the
+   * fallback, so that all ranks agree at run time). */
+  int peerFunc;                  /* FUNC_* + 1, or 0 */
+  int root;
+  size_t count;
 };
 
 struct ncclComm;
@@ -102,6 +108,11 @@ struct anycclTask;
 ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, struct anycclPhase* ph);
 ncclResult_t anycclP2pPhase(struct ncclComm* comm, struct anycclTask** tasks, int ntasks, struct anycclPhase* ph);
 const char* anycclFuncName(int func);
+
+/* Single-copy phases (backend/cpu_peer.c): 1 if it ran, 0 if the ranks'
+ * buffers cannot all be reached (run the lanes instead); errors in *res. */
+int anycclCpuPeerPhase(struct ncclComm* comm, struct anycclPhase* ph, ncclResult_t* res);
+void anycclPeerFree(struct ncclComm* comm);
 
 /* The cpu executor: run a plan to completion (called on the stream). */
 void anycclCpuExecute(void* plan);

@@ -35,6 +35,22 @@ struct anycclFifoCtrl {
   uint64_t sizes[ANYCCL_MAX_SLOTS]; /* bytes in each slot, written with the data */
 };
 
+/* Where a rank publishes its user buffers for single-copy ("peer") phases;
+ * lives in its segment right after the doorbell. */
+struct anycclXchg {
+  uint64_t seq;              /* peer phase number this entry is for */
+  char pad0[ANYCCL_CACHELINE - 8];
+  uint64_t done;             /* peer phase number this rank has finished */
+  char pad1[ANYCCL_CACHELINE - 8];
+  int pid;
+  int shareable;             /* handles below are valid (other processes can map) */
+  char* in;
+  char* out;
+  size_t inOff, outOff;      /* offsets of in/out inside their allocations */
+  uint64_t scalar;           /* this rank's PreMulSum scalar (ranks may differ) */
+  cudaIpcMemHandle_t inH, outH;
+};
+
 /* One end of a connection, as the executor uses it. */
 struct anycclConn {
   struct anycclFifoCtrl* ctrl;

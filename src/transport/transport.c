@@ -236,7 +236,7 @@ ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
   NCCLCHECKGOTO(bootstrapBarrier(comm->bootstrap, 0x7301), res, fail);
   close(comm->segment->fd);
   comm->segment->fd = -1;
-  free(bases);
+  comm->peerBase = bases; /* kept for single-copy phases (the xchg entries) */
   return ncclSuccess;
 fail:
   free(bases);
@@ -245,6 +245,9 @@ fail:
 
 void anycclTransportFree(struct ncclComm* comm) {
   anycclNetFree(comm);
+  anycclPeerFree(comm);
+  free(comm->peerBase);
+  comm->peerBase = NULL;
   if (comm->peerMaps) {
     for (int q = 0; q < comm->nRanks; q++)
       if (comm->peerMaps[q] && comm->peerTransport[q]) comm->peerTransport[q]->unmapPeer(comm->peerMaps[q]);
