@@ -192,7 +192,7 @@ static int processDead(int pid) {
   return errno == ESRCH;
 }
 
-static ncclResult_t checkPeers(struct ncclComm* comm, const char* what) {
+ncclResult_t anycclCheckPeers(struct ncclComm* comm, const char* what) {
   int me = getpid();
   for (int q = 0; q < comm->nRanks; q++) {
     const struct anycclPeerInfo* p = &comm->peerInfo[q];
@@ -248,7 +248,7 @@ static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
     if (lastProgress == 0) lastProgress = lastCheck = t;
     if (comm->peerCheckMs > 0 && (t - lastCheck) * 1000 >= comm->peerCheckMs) {
       lastCheck = t;
-      ncclResult_t dead = checkPeers(comm, ph->what);
+      ncclResult_t dead = anycclCheckPeers(comm, ph->what);
       if (dead != ncclSuccess) return dead;
     }
     if (comm->opTimeoutSec > 0 && t - lastProgress > comm->opTimeoutSec) {

@@ -42,8 +42,15 @@ static void ringAll(struct ncclComm* comm) {
 }
 
 /* Wait until every peer's field (seq or done) reaches `seq`. */
+static double nowSec(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static ncclResult_t waitAll(struct ncclComm* comm, int field, uint64_t seq) {
   int spins = 0;
+  double lastCheck = 0;
   for (;;) {
     uint32_t seen = __atomic_load_n(&comm->bell->bell, __ATOMIC_SEQ_CST);
     int ready = 1;
@@ -58,6 +65,13 @@ static ncclResult_t waitAll(struct ncclComm* comm, int field, uint64_t seq) {
     ncclResult_t async = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
     if (async != ncclSuccess && async != ncclInProgress) return async;
     if (++spins < comm->spinCount) continue;
+    double t = nowSec();
+    if (lastCheck == 0) lastCheck = t;
+    if (comm->peerCheckMs > 0 && (t - lastCheck) * 1000 >= comm->peerCheckMs) {
+      lastCheck = t;
+      ncclResult_t dead = anycclCheckPeers(comm, "single-copy phase");
+      if (dead != ncclSuccess) return dead;
+    }
     bellWaitShort(comm->bell, seen);
   }
 }

@@ -113,6 +113,8 @@ const char* anycclFuncName(int func);
  * buffers cannot all be reached (run the lanes instead); errors in *res. */
 int anycclCpuPeerPhase(struct ncclComm* comm, struct anycclPhase* ph, ncclResult_t* res);
 void anycclPeerFree(struct ncclComm* comm);
+/* ncclRemoteError (with a WARN) if a same-host peer's process is gone. */
+ncclResult_t anycclCheckPeers(struct ncclComm* comm, const char* what);
 
 /* The cpu executor: run a plan to completion (called on the stream). */
 void anycclCpuExecute(void* plan);
