@@ -6,7 +6,8 @@
  *
  *   mpirun -np 4 ./mpi_coll_bench -c allreduce -b 8 -e 32M -f 4 -n 20 -w 1
  *
- * Collectives (-c NAME; "all" runs them one after another), float32, sum:
+ * Collectives (-c NAME, a comma list, or "all": one after another, each with
+ * its own table), float32, sum:
  *
  *   allreduce      MPI_Allreduce             size = count*4           busbw = algbw * 2(n-1)/n
  *   allgather      MPI_Allgather             size = count*4*n (total) busbw = algbw * (n-1)/n
@@ -78,8 +79,8 @@ static const struct {
 static struct {
   size_t minBytes, maxBytes, stepBytes, stepFactor;
   int iters, warmup, check, root, average;
-  int coll; /* -1: all */
-} opt = {8, 32 << 20, 1 << 20, 1, 20, 1, 1, 0, 1, AR};
+  unsigned colls; /* bit c: run collective c */
+} opt = {8, 32 << 20, 1 << 20, 1, 20, 1, 1, 0, 1, 1u << AR};
 
 static int rank, nranks;
 static char host[256];
@@ -336,15 +337,27 @@ static double parseSize(const char* s) {
   }
 }
 
-static int parseColl(const char* s) {
-  if (strcmp(s, "all") == 0) return -1;
-  for (int c = 0; c < NCOLL; c++)
-    if (strcmp(s, colls[c].name) == 0 || strcmp(s, colls[c].alias) == 0) return c;
-  return -2;
+/* "allreduce", "all", or a comma list ("allgather,alltoall"): a bit mask, 0 when a name is unknown. */
+static unsigned parseColls(const char* arg) {
+  unsigned mask = 0;
+  char* copy = strdup(arg);
+  for (char* s = strtok(copy, ","); s; s = strtok(NULL, ",")) {
+    unsigned bit = 0;
+    if (strcmp(s, "all") == 0) bit = (1u << NCOLL) - 1;
+    for (int c = 0; c < NCOLL; c++)
+      if (strcmp(s, colls[c].name) == 0 || strcmp(s, colls[c].alias) == 0) bit = 1u << c;
+    if (bit == 0) {
+      mask = 0;
+      break;
+    }
+    mask |= bit;
+  }
+  free(copy);
+  return mask;
 }
 
 static void usage(const char* prog) {
-  printf("USAGE: %s [-c collective|all] [-b minBytes] [-e maxBytes] [-f factor | -i incBytes]\n"
+  printf("USAGE: %s [-c collective[,collective...]|all] [-b minBytes] [-e maxBytes] [-f factor | -i incBytes]\n"
          "       [-n iters] [-w warmup] [-c 0|1 (check)] [-r root] [-a 0|1|2|3] [-d float] [-o sum]\n"
          "collectives:",
          prog);
@@ -359,7 +372,7 @@ static int parseArgs(int argc, char** argv) {
       case 'c':
         if (isdigit((unsigned char)optarg[0])) {
           opt.check = atoi(optarg);
-        } else if ((opt.coll = parseColl(optarg)) == -2) {
+        } else if ((opt.colls = parseColls(optarg)) == 0) {
           if (rank == 0) fprintf(stderr, "unknown collective '%s'\n", optarg), usage(argv[0]);
           return 1;
         }
@@ -431,7 +444,7 @@ int main(int argc, char** argv) {
   int errors = 0, bwCount = 0;
   double bwSum = 0;
   for (int c = 0; c < NCOLL; c++) {
-    if (opt.coll >= 0 && c != opt.coll) continue;
+    if (!(opt.colls & (1u << c))) continue;
     if (rank == 0) {
       printf("# mpi_coll_bench %s (nccl-tests %s format) library: %s\n", BENCH_VERSION, FORMAT_VERSION, lib);
       printf("# Collective test starting: mpi_coll_bench -c %s (%s)\n", colls[c].name, colls[c].mpi);

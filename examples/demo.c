@@ -316,8 +316,9 @@ static const char* fmtTime(double us, char* buf, size_t len) {
 
 static void printDevices(void) {
   int n = opt.nranks, ndev = reports[0].ndev;
-  printf("\nDevices: %d visible to each rank%s (virtual GPUs backed by host memory under anyccl-cpu);"
-         " the ranks use:\n", ndev, opt.hosts > 1 ? " on each host" : "");
+  int virtualGpus = strncmp(reports[0].devName, "anyccl-cpu", 10) == 0;
+  printf("\nDevices: %d visible to each rank%s (%s); the ranks use:\n", ndev, opt.hosts > 1 ? " on each host" : "",
+         virtualGpus ? "virtual GPUs backed by host memory under anyccl-cpu" : "GPUs of the CUDA runtime");
   printf("  %-4s  %-4s  %-14s  %-32s  %s\n", "host", "dev", "PCI bus id", "name", "memory");
   for (int r = 0; r < n; r++) {
     struct report* p = &reports[r];
@@ -436,8 +437,12 @@ int main(int argc, char** argv) {
          opt.processes ? "one process per rank" : "one thread per rank in one process");
   if (opt.hosts > 1) printf(", on %d virtual hosts", opt.hosts);
   printf("\n");
+#ifdef ANYCCL_VERSION_STRING
   printf("  NCCL API version %d.%d.%d (ncclGetVersion %d), anyccl %s\n", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, v,
          ANYCCL_VERSION_STRING);
+#else
+  printf("  NCCL API version %d.%d.%d (ncclGetVersion %d)\n", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, v);
+#endif
   if (ndevSet == NULL && perHost > 8) printf("  (set ANYCCL_CPU_DEVICES=%d: one virtual GPU per rank)\n", perHost);
 
   reports = mmap(NULL, opt.nranks * sizeof(struct report), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

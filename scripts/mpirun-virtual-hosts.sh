@@ -19,7 +19,7 @@
 # Options:
 #   -np, -n N               ranks (default 4)
 #   --ranks-per-host K      ranks per virtual host (default 2)
-#   --mpirun PATH           launcher (default: mpirun on PATH)
+#   --mpirun PATH           launcher (default: $MPIRUN, else mpirun on PATH)
 #   --mpi-arg ARG           extra argument for mpirun (repeatable)
 #   --timeout SECS          stop mpirun after SECS (exit 124); default none
 #   -h, --help
@@ -48,7 +48,7 @@ fi
 # ---- launcher mode ------------------------------------------------------------------
 NP=4
 K=2
-MPIRUN=mpirun
+MPIRUN=${MPIRUN:-mpirun}
 MPI_ARGS=()
 TIMEOUT=0
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }

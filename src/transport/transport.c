@@ -222,9 +222,17 @@ ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
     TRACE(NCCL_INIT | NCCL_P2P, "P2P : %d[%d] -> %d[%d] via %s", r, comm->cudaDev, q, comm->peerInfo[q].cudaDev,
           via);
   }
-  if (n > 1)
-    INFO(NCCL_INIT | NCCL_P2P, "Connected all-pairs mesh of %d ranks: %d peers via %s", n, n - 1,
-         comm->peerTransport[r == 0 ? 1 : 0]->name);
+  if (n > 1) {
+    char line[256];
+    int len = 0;
+    for (size_t t = 0; t < sizeof(transports) / sizeof(transports[0]); t++) {
+      int cnt = 0;
+      for (int q = 0; q < n; q++) cnt += q != r && comm->peerTransport[q] == transports[t];
+      if (cnt && len < (int)sizeof(line))
+        len += snprintf(line + len, sizeof(line) - len, "%s%d via %s", len ? ", " : "", cnt, transports[t]->name);
+    }
+    INFO(NCCL_INIT | NCCL_P2P, "Connected all-pairs mesh of %d ranks: %s", n, line);
+  }
   /* Receives from remote peers are fed by the proxy, not by the peer. */
   for (int c = 0; c < comm->nChannels; c++)
     if (comm->ringRecv[c].peer != r && comm->peerTransport[comm->ringRecv[c].peer] == &anycclTransportNet)

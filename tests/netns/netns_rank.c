@@ -530,9 +530,10 @@ int main(int argc, char** argv) {
   int allFails = 0;
   CUCK(cudaMemcpy(&allFails, dfails, sizeof(int), cudaMemcpyDeviceToHost));
   CUCK(cudaFree(dfails));
-  printf("netns_rank %d/%d (device %d, host %s): init %.2f s, %d trials in %.2f s, %d failed here, %d in all\n",
-         rank, nranks, local, getenv("NCCL_HOSTID") ? getenv("NCCL_HOSTID") : "?", tInit, trials, tTrials, fails,
-         allFails);
+  printf("netns_rank %d/%d (device %d, host %s): init %.2f s, %d trials (--seed %llu) in %.2f s, %d failed here, "
+         "%d in all\n",
+         rank, nranks, local, getenv("NCCL_HOSTID") ? getenv("NCCL_HOSTID") : "?", tInit, trials,
+         (unsigned long long)seed, tTrials, fails, allFails);
   if (bwBytes > 0) {
     int shift = envInt((const char* const[]){"ANYCCL_TEST_RANKS_PER_HOST", NULL}, nranks / 2);
     if (shift <= 0 || shift >= nranks) shift = nranks > 1 ? 1 : 0;

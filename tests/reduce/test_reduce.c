@@ -566,9 +566,7 @@ static size_t narrowEdges(const Fmt* f, uint32_t* e) {
     e[k++] = list[i];
     e[k++] = list[i] | s;
   }
-  if (f->fn) { /* e4m3 has no inf code: finf() is NaN there */
-  }
-  return k;
+  return k; /* (for e4m3, finf() is just another finite value: 256) */
 }
 
 /* ------------------------------------------------------------------------- */
