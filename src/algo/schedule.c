@@ -22,41 +22,14 @@ static ncclResult_t allocLanes(struct anycclPhase* ph, int n) {
 /* ---- ring programs (one slice; conn 0 = recv from prev, 1 = send to next) -- */
 enum { RV = 0, SD = 1, NO = -1 };
 
-/* All-reduce: reduce-scatter then all-gather around the ring. Position p
- * ends the first half holding the full reduction of block ring[p]. */
-static int ringAllReduce(const struct ncclComm* comm, int ch, struct anycclStep* s) {
+/* Reduce-scatter around the ring: position p ends holding the full
+ * reduction of block ring[p], which goes to BUF_OUT block `outChunk`
+ * (-1: BUF_OUT block ring[p], as all-reduce wants) and, if `forward`, on to
+ * the next rank. */
+static int ringReduceScatterInto(const struct ncclComm* comm, int ch, int outChunk, int forward,
+                                 struct anycclStep* s) {
   int n = comm->nRanks, p = comm->ringPos[ch], k = 0;
   const int* ring = comm->ringOrder + ch * n;
-  if (n == 1) {
-    s[k++] = STEP(NO, NO, BUF_IN, BUF_NONE, BUF_OUT, 0, 0, 0);
-    return k;
-  }
-  int c = ring[mod(p - 1, n)];
-  s[k++] = STEP(NO, SD, BUF_IN, BUF_NONE, BUF_NONE, c, c, c);
-  for (int j = 1; j < n - 1; j++) {
-    c = ring[mod(p - 1 - j, n)];
-    s[k++] = STEP(RV, SD, BUF_NONE, BUF_IN, BUF_NONE, c, c, c);
-  }
-  c = ring[p];
-  s[k++] = STEP(RV, SD, BUF_NONE, BUF_IN, BUF_OUT, c, c, c);
-  for (int j = 1; j < n - 1; j++) {
-    c = ring[mod(p - j, n)];
-    s[k++] = STEP(RV, SD, BUF_NONE, BUF_NONE, BUF_OUT, c, c, c);
-  }
-  c = ring[mod(p + 1, n)];
-  s[k++] = STEP(RV, NO, BUF_NONE, BUF_NONE, BUF_OUT, c, c, c);
-  return k;
-}
-
-/* Reduce-scatter: the first half of the all-reduce; the result block of
- * rank ring[p] lands in BUF_OUT block 0. */
-static int ringReduceScatter(const struct ncclComm* comm, int ch, struct anycclStep* s) {
-  int n = comm->nRanks, p = comm->ringPos[ch], k = 0;
-  const int* ring = comm->ringOrder + ch * n;
-  if (n == 1) {
-    s[k++] = STEP(NO, NO, BUF_IN, BUF_NONE, BUF_OUT, 0, 0, 0);
-    return k;
-  }
   int c = ring[mod(p - 1, n)];
   s[k++] = STEP(NO, SD, BUF_IN, BUF_NONE, BUF_NONE, c, c, 0);
   for (int j = 1; j < n - 1; j++) {
@@ -64,8 +37,33 @@ static int ringReduceScatter(const struct ncclComm* comm, int ch, struct anycclS
     s[k++] = STEP(RV, SD, BUF_NONE, BUF_IN, BUF_NONE, c, c, 0);
   }
   c = ring[p];
-  s[k++] = STEP(RV, NO, BUF_NONE, BUF_IN, BUF_OUT, c, c, 0);
+  s[k++] = STEP(RV, forward ? SD : NO, BUF_NONE, BUF_IN, BUF_OUT, c, c, outChunk < 0 ? c : outChunk);
   return k;
+}
+
+/* All-reduce: reduce-scatter, then the reduced blocks travel on around the
+ * ring (all-gather) without being reduced again. */
+static int ringAllReduce(const struct ncclComm* comm, int ch, struct anycclStep* s) {
+  int n = comm->nRanks, p = comm->ringPos[ch];
+  const int* ring = comm->ringOrder + ch * n;
+  if (n == 1) {
+    s[0] = STEP(NO, NO, BUF_IN, BUF_NONE, BUF_OUT, 0, 0, 0);
+    return 1;
+  }
+  int k = ringReduceScatterInto(comm, ch, -1, 1, s);
+  for (int j = 1; j < n; j++) {
+    int c = ring[mod(p - j, n)];
+    s[k++] = STEP(RV, j < n - 1 ? SD : NO, BUF_NONE, BUF_NONE, BUF_OUT, c, c, c);
+  }
+  return k;
+}
+
+static int ringReduceScatter(const struct ncclComm* comm, int ch, struct anycclStep* s) {
+  if (comm->nRanks == 1) {
+    s[0] = STEP(NO, NO, BUF_IN, BUF_NONE, BUF_OUT, 0, 0, 0);
+    return 1;
+  }
+  return ringReduceScatterInto(comm, ch, 0, 0, s);
 }
 
 /* All-gather: each block travels n-1 hops; BUF_IN is one block. */

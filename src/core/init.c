@@ -16,26 +16,9 @@
 #include "topo.h"
 
 /* ---- host and process identity ------------------------------------------- */
-static uint64_t hashStr(const char* s, uint64_t h) {
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-  return h;
-}
-
-static uint64_t hostHash(void) {
-  const char* id = anycclParamStr(PARAM_HOSTID);
-  uint64_t h = 0xcbf29ce484222325ULL;
-  if (id) return hashStr(id, hashStr("hostid:", h));
-  char name[256] = "";
-  gethostname(name, sizeof(name) - 1);
-  h = hashStr(name, h);
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    char boot[64] = "";
-    if (fgets(boot, sizeof(boot), f)) h = hashStr(boot, h);
-    fclose(f);
-  }
-  return h;
-}
+/* The host hash follows NCCL_HOSTID (else host name + boot id): one formula,
+ * anycclTopoHostHash, shared with the topology code. */
+static uint64_t hostHash(void) { return anycclTopoHostHash(anycclParamStr(PARAM_HOSTID)); }
 
 static uint64_t processToken;
 static pthread_once_t tokenOnce = PTHREAD_ONCE_INIT;
