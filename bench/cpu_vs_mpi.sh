@@ -21,7 +21,7 @@
 #      back: anyccl processes (mpirun.openmpi of build-bench/perf/all_reduce_perf),
 #      anyccl threads (one process, -g N), Open MPI, MPICH (mpi_coll_bench).
 #      Sizes below 2 MB run with -n SMALL_ITERS, from 2 MB on with -n LARGE_ITERS;
-#   5. every other collective at 32 MB, the same way;
+#   5. every other collective at 32 MB, the same way (2 and 4 ranks: -C);
 #   6. iperf3 -P 4 over loopback, then sendrecv_perf across 2 virtual hosts
 #      (NCCL_HOSTID = MPI rank, NCCL_SOCKET_IFNAME==lo: the network
 #      transport), back to back, -k times;
@@ -119,6 +119,14 @@ bytes() { # 32M -> 33554432 (binary K, M, G as the tools)
   echo $((v * m))
 }
 MINB_B=$(bytes "$MINB") MAXB_B=$(bytes "$MAXB") SPLIT_B=$(bytes "$SPLIT") COLL_B=$(bytes "$COLL_SIZE")
+
+LIBS="anyccl-proc anyccl-thr openmpi mpich"
+lib_label() {
+  case $1 in
+    anyccl-proc) echo "anyccl, processes" ;; anyccl-thr) echo "anyccl, threads (-g N)" ;;
+    openmpi) echo "Open MPI $OMPI_VER" ;; mpich) echo "MPICH $MPICH_VER" ;; *) echo "$1" ;;
+  esac
+}
 
 if [ -z "$ANALYZE" ]; then # the runs (sections 1 to 6)
 
@@ -218,14 +226,6 @@ perf_tool() { # allreduce -> all_reduce_perf
     gather) echo gather_perf ;; scatter) echo scatter_perf ;; sendrecv) echo sendrecv_perf ;;
   esac
 }
-LIBS="anyccl-proc anyccl-thr openmpi mpich"
-lib_label() {
-  case $1 in
-    anyccl-proc) echo "anyccl, processes" ;; anyccl-thr) echo "anyccl, threads (-g N)" ;;
-    openmpi) echo "Open MPI $OMPI_VER" ;; mpich) echo "MPICH $MPICH_VER" ;; *) echo "$1" ;;
-  esac
-}
-
 # launch LIB NP COLLS LOGPREFIX ARGS...: one launch per collective for anyccl, one for all of them for MPI.
 launch() {
   local lib=$1 np=$2 colls=$3 prefix=$4 c
@@ -503,8 +503,10 @@ SUM="$OUT/summary.md"
     echo "| 2 virtual hosts over loopback: sendrecv_perf busbw at $(hsize "$COLL_B"), GB/s | $(f3 "$a") | iperf3 -P 4: $(f3 "$IPERF") | ${x:-n/a} | ≥ 0.9 | $(verdict "$x" ">=" 0.9) |"
   fi
   echo
-  echo "sendrecv_perf with 2 ranks sends both ways at once (busbw is per direction); iperf3 -P 4 sends one way."
-  [ -n "$IPERF_BIDIR" ] && echo "iperf3 -P 4 --bidir moved $(f3 "$IPERF_BIDIR") GB/s in both directions together."
+  if [ "$NET" = 1 ]; then
+    echo "sendrecv_perf with 2 ranks sends both ways at once (busbw is per direction); iperf3 -P 4 sends one way."
+    [ -n "$IPERF_BIDIR" ] && echo "iperf3 -P 4 --bidir moved $(f3 "$IPERF_BIDIR") GB/s in both directions together."
+  fi
   echo
   if [ -n "$COLL_RANKS" ]; then
     echo "### Every other collective at $(hsize "$COLL_B") (busbw, GB/s)"

@@ -382,8 +382,11 @@ typedef struct {
   int gen;
   int64_t K, lo;
   uint64_t range;
-  uint64_t scalarBits; /* premulsum scalar, in the type */
-  double scalarVal;
+  /* premulsum: each rank has its own scalar (NCCL multiplies each rank's
+   * input by that rank's scalar): rank q uses entry (scalarIdx + q) % 8 */
+  int scalarIdx;
+  uint64_t scalarBits[8]; /* in the type */
+  double scalarVal[8];
   double avgScalar; /* 1/n rounded to the float type */
 } trial_t;
 
@@ -441,14 +444,16 @@ static void setupGen(trial_t* t) {
 }
 
 static void pickScalar(trial_t* t, rng_t* r) {
-  static const int64_t intScalars[] = {3, -2, 1, 5, 7, -1, 2, 0};
-  static const double fltScalars[] = {0.5, 2, -1, 0.25, 3, 1.5, -0.75, 1};
-  int k = (int)rbelow(r, 8);
-  if (isFloatT(t->type)) {
-    t->scalarBits = encodeBits(fltScalars[k], t->type);
-    t->scalarVal = decodeSlow(t->scalarBits, t->type);
-  } else {
-    t->scalarBits = (uint64_t)intScalars[k] & typeMask(t->type);
+  static const int64_t intScalars[8] = {3, -2, 1, 5, 7, -1, 2, 0};
+  static const double fltScalars[8] = {0.5, 2, -1, 0.25, 3, 1.5, -0.75, 1};
+  t->scalarIdx = (int)rbelow(r, 8);
+  for (int k = 0; k < 8; k++) {
+    if (isFloatT(t->type)) {
+      t->scalarBits[k] = encodeBits(fltScalars[k], t->type);
+      t->scalarVal[k] = decodeSlow(t->scalarBits[k], t->type);
+    } else {
+      t->scalarBits[k] = (uint64_t)intScalars[k] & typeMask(t->type);
+    }
   }
 }
 
@@ -539,7 +544,7 @@ static void refReduce(const trial_t* t, size_t idx, ref_t* out) {
           if (isSignedT(ty)) sacc += sext(x, es);
           else acc += x;
           break;
-        default: acc += x * t->scalarBits; break;
+        default: acc += x * t->scalarBits[(t->scalarIdx + q) % 8]; break;
       }
     }
     if (t->op == OP_AVG) acc = isSignedT(ty) ? (uint64_t)(sacc / n) : acc / (uint64_t)n;
@@ -556,7 +561,7 @@ static void refReduce(const trial_t* t, size_t idx, ref_t* out) {
       case OP_MAX: acc = (q == 0 || x > acc) ? x : acc; break;
       case OP_MIN: acc = (q == 0 || x < acc) ? x : acc; break;
       default:
-        p = x * (t->op == OP_AVG ? t->avgScalar : t->scalarVal);
+        p = x * (t->op == OP_AVG ? t->avgScalar : t->scalarVal[(t->scalarIdx + q) % 8]);
         acc += p;
         mag += absd(p);
         break;
@@ -643,6 +648,8 @@ typedef struct {
   int hasIn, hasOut;
   ncclRedOp_t op;
   int opLive;
+  ncclRedOp_t decoy; /* created right after `op` was destroyed early, with another scalar */
+  int decoyLive;
   void* devScalar;
   long bad;
   int corrupted; /* this item's download was corrupted on purpose */
@@ -752,7 +759,7 @@ static void itemPrepare(item_t* it, ctx_t* ctx, const trial_t* t) {
   if (t->op < OP_PREMUL_HOST) {
     it->op = builtin[t->op];
   } else if (isReduceF(f)) {
-    uint64_t scalar = t->scalarBits;
+    uint64_t scalar = t->scalarBits[(t->scalarIdx + r) % 8];
     void* ptr = &scalar;
     if (t->op == OP_PREMUL_DEV) {
       CUDAOK(cudaMalloc(&it->devScalar, 8));
@@ -998,8 +1005,20 @@ static long runItems(item_t* items, int nitems, int grouped) {
   }
   for (int i = 0; i < nitems; i++)
     if (items[i].ctx->nonblocking) waitComm(items[i].ctx, "a group of collectives");
-  for (int i = 0; i < nitems; i++)
-    if (items[i].t->destroyEarly) itemReleaseOp(&items[i]); /* allowed as soon as the call returned */
+  for (int i = 0; i < nitems; i++) {
+    item_t* it = &items[i];
+    if (!it->t->destroyEarly || !it->opLive) continue;
+    /* NCCL allows destroying an op as soon as the call using it returned;
+     * a new op made right away (likely in the same slot) must not change
+     * the result of the call still running */
+    itemReleaseOp(it);
+    const trial_t* t = it->t;
+    uint64_t other = t->scalarBits[(t->scalarIdx + it->ctx->rank + 3) % 8];
+    ncclResult_t res = ncclRedOpCreatePreMulSum(&it->decoy, &other, (ncclDataType_t)t->type, ncclScalarHostImmediate,
+                                                it->ctx->comm);
+    ncclExpect(res, it->ctx, "ncclRedOpCreatePreMulSum (decoy)", t);
+    it->decoyLive = 1;
+  }
   for (int i = 0; i < nitems; i++) {
     CUDAOK(cudaSetDevice(items[i].ctx->dev));
     CUDAOK(cudaStreamSynchronize(items[i].ctx->stream));
@@ -1008,6 +1027,8 @@ static long runItems(item_t* items, int nitems, int grouped) {
   }
   for (int i = 0; i < nitems; i++) {
     itemReleaseOp(&items[i]);
+    if (items[i].decoyLive) ncclExpect(ncclRedOpDestroy(items[i].decoy, items[i].ctx->comm), items[i].ctx,
+                                       "ncclRedOpDestroy (decoy)", items[i].t);
     bad += itemCheck(&items[i]);
   }
   return bad;

@@ -25,7 +25,6 @@
  *   ANYCCL_TEST_MATRIX     0 skips the small-count matrix
  *   ANYCCL_TEST_HOSTS      procs: put rank r on virtual host r % K (NCCL_HOSTID)
  *   ANYCCL_TEST_VERBOSE    1 prints every call before it is issued
- *   ANYCCL_TEST_NO_WORKAROUNDS  1 disables the workarounds of known library bugs
  *   ANYCCL_TEST_ONLY       run only the trial with this id (as printed)
  *   ANYCCL_TEST_TIMEOUT    seconds before the watchdog fails the run (default 100)
  *   ANYCCL_TEST_CORRUPT    result | guard | send: corrupt one byte on purpose
@@ -53,7 +52,7 @@ typedef struct {
   int* batch; /* batch[i]: number of trials in the batch starting at i (0 inside a batch) */
 } plan_t;
 
-static void buildPlan(plan_t* p, uint64_t seed, int n, int oneThread) {
+static void buildPlan(plan_t* p, uint64_t seed, int n) {
   int matrix = (int)envU64("ANYCCL_TEST_MATRIX", 1);
   int extra[3] = {(int)envU64("ANYCCL_TEST_MEDIUM", 24), (int)envU64("ANYCCL_TEST_UNALIGNED", 3),
                   (int)envU64("ANYCCL_TEST_LARGE", 3)};
@@ -95,18 +94,6 @@ static void buildPlan(plan_t* p, uint64_t seed, int n, int oneThread) {
     int len = rbelow(&r, 4) == 0 ? 2 + (int)rbelow(&r, 2) : 1;
     if (i + len > k) len = k - i;
     p->batch[i] = len;
-    /* WORKAROUND (reported library bug): with one thread driving several
-     * devices, a group in which one comm has calls both on the NULL stream and
-     * on a created stream deadlocks (the NULL stream is resolved on the
-     * caller's current device, not the comm's). Until fixed, such batches
-     * use created streams only; ANYCCL_TEST_NO_WORKAROUNDS=1 turns this off. */
-    if (oneThread && !envU64("ANYCCL_TEST_NO_WORKAROUNDS", 0)) {
-      int nulls = 0;
-      for (int b = 0; b < len; b++) nulls += p->trials[i + b].streamSel == 2;
-      if (nulls && nulls < len)
-        for (int b = 0; b < len; b++)
-          if (p->trials[i + b].streamSel == 2) p->trials[i + b].streamSel = 0;
-    }
     i += len;
   }
   p->ntrials = k;
@@ -527,7 +514,7 @@ int main(int argc, char** argv) {
     int r = atoi(argv[2]), n = atoi(argv[3]);
     gSeed = strtoull(argv[5], NULL, 0);
     plan_t plan;
-    buildPlan(&plan, gSeed, n, 0);
+    buildPlan(&plan, gSeed, n);
     startWatchdog();
     return childMain(r, n, argv[4], &plan);
   }
@@ -545,7 +532,7 @@ int main(int argc, char** argv) {
   int ntrials;
   plan_t plan;
   if (strcmp(mode, "threads") == 0 || strcmp(mode, "all") == 0 || strcmp(mode, "procs") == 0) {
-    buildPlan(&plan, gSeed, n, mode[0] == 'a');
+    buildPlan(&plan, gSeed, n);
     ntrials = plan.ntrials;
     if (mode[0] == 't') bad = modeThreads(n, &plan);
     else if (mode[0] == 'a') bad = modeAll(n, &plan);
