@@ -985,8 +985,12 @@ static void waitComm(ctx_t* ctx, const char* what) {
  * (inside one group when grouped), wait, check all. Returns mismatches. */
 static long runItems(item_t* items, int nitems, int grouped) {
   long bad = 0;
-  static int verbose = -1;
-  if (verbose < 0) verbose = (int)envU64("ANYCCL_TEST_VERBOSE", 0);
+  static int verboseSetting = -1; /* read once; rank threads race to it, hence atomics */
+  int verbose = __atomic_load_n(&verboseSetting, __ATOMIC_RELAXED);
+  if (verbose < 0) {
+    verbose = (int)envU64("ANYCCL_TEST_VERBOSE", 0);
+    __atomic_store_n(&verboseSetting, verbose, __ATOMIC_RELAXED);
+  }
   if (verbose)
     for (int i = 0; i < nitems; i++) {
       char d[160];

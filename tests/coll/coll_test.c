@@ -108,6 +108,13 @@ static void buildPlan(plan_t* p, uint64_t seed, int n) {
 }
 
 /* Run the plan on the ranks this thread drives (1, or all of them). */
+static void freePlan(plan_t* p) {
+  free(p->trials);
+  free(p->batch);
+  p->trials = NULL;
+  p->batch = NULL;
+}
+
 static long runPlan(ctx_t** ctxs, int nctx, const plan_t* p) {
   long bad = 0;
   item_t* items = calloc((size_t)nctx * 3, sizeof(item_t));
@@ -516,7 +523,9 @@ int main(int argc, char** argv) {
     plan_t plan;
     buildPlan(&plan, gSeed, n);
     startWatchdog();
-    return childMain(r, n, argv[4], &plan);
+    int rc = childMain(r, n, argv[4], &plan);
+    freePlan(&plan);
+    return rc;
   }
   if (argc < 3) usage();
   const char* mode = argv[1];
@@ -537,6 +546,7 @@ int main(int argc, char** argv) {
     if (mode[0] == 't') bad = modeThreads(n, &plan);
     else if (mode[0] == 'a') bad = modeAll(n, &plan);
     else bad = modeProcs(n);
+    freePlan(&plan);
   } else if (strcmp(mode, "group") == 0) {
     bad = modeGroup(n, 0, &ntrials);
   } else if (strcmp(mode, "nonblocking") == 0) {
