@@ -42,6 +42,15 @@
 #                           sch_netem in the kernel
 #   --burst SIZE            tbf burst (default 256kb)
 #   --timeout SECS          kill the ranks after SECS (default 60)
+#   --drop-after-ready SECS a link that drops: once every rank has printed a
+#                           line starting with READY (stdout, flushed), wait
+#                           SECS (may be fractional) and take the veth end of
+#                           host --drop-host down (`ip link set anyccl0 down`
+#                           inside its namespace: no RST, no FIN, the peers
+#                           just go silent); prints "netns-2host: link down
+#                           ... epoch=<wall-clock seconds>". Not done when a
+#                           rank exits first.
+#   --drop-host H           the host whose end goes down (0 or 1, default 1)
 #   --port PORT             bootstrap port of rank 0 (default 29500)
 #   --subnet A.B.C          the veth addresses are A.B.C.1 and A.B.C.2 (default 10.200.0)
 #   --env NAME=VALUE        extra environment for every rank (repeatable)
@@ -58,6 +67,8 @@ FLOW_RATE=""
 DELAY=""
 BURST=256kb
 TIMEOUT=60
+DROP_AFTER=""
+DROP_HOST=1
 PORT=29500
 SUBNET=10.200.0
 STATS=0
@@ -77,6 +88,8 @@ while [ $# -gt 0 ]; do
     --delay) DELAY=$2; shift 2 ;;
     --burst) BURST=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
+    --drop-after-ready) DROP_AFTER=$2; shift 2 ;;
+    --drop-host) DROP_HOST=$2; shift 2 ;;
     --port) PORT=$2; shift 2 ;;
     --subnet) SUBNET=$2; shift 2 ;;
     --env) EXTRA_ENV+=("$2"); shift 2 ;;
@@ -92,6 +105,10 @@ done
 [ $# -ge 1 ] || usage 2
 case $RPH in ''|*[!0-9]*|0) die "--ranks-per-host wants a positive number" ;; esac
 case $TIMEOUT in ''|*[!0-9]*|0) die "--timeout wants a positive number of seconds" ;; esac
+if [ -n "$DROP_AFTER" ]; then
+  [[ $DROP_AFTER =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--drop-after-ready wants seconds (e.g. 1 or 0.5)"
+fi
+case $DROP_HOST in 0|1) ;; *) die "--drop-host wants 0 or 1" ;; esac
 for kv in ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"}; do
   case $kv in *=*) ;; *) die "--env wants NAME=VALUE, got '$kv'" ;; esac
 done
@@ -253,7 +270,41 @@ done
 declare -A RC
 TIMED_OUT=0
 FAILED_AT=""
+# --drop-after-ready: pending -> ready (every rank said READY at READY_AT) -> down
+DROP_STATE=${DROP_AFTER:+pending}
+READY_AT=""
+all_ready() {
+  local r
+  for ((r = 0; r < NRANKS; r++)); do
+    grep -q '^READY' "$TMP/rank$r.log" 2>/dev/null || return 1
+  done
+}
+none_exited() {
+  local r
+  for ((r = 0; r < NRANKS; r++)); do
+    [ -n "${RC[$r]+x}" ] && return 1
+  done
+  return 0
+}
 while :; do
+  if [ "$DROP_STATE" = pending ] && none_exited && all_ready; then
+    READY_AT=${EPOCHREALTIME/,/.}
+    DROP_STATE=ready
+    echo "netns-2host: all $NRANKS ranks READY; link down in ${DROP_AFTER} s"
+  fi
+  if [ "$DROP_STATE" = ready ] &&
+     awk -v a="$READY_AT" -v b="${EPOCHREALTIME/,/.}" -v d="$DROP_AFTER" 'BEGIN { exit !(b - a >= d) }'; then
+    if ! none_exited; then
+      DROP_STATE=skipped
+      echo "netns-2host: a rank exited before the link drop: link left up"
+    elif DROP_EPOCH=${EPOCHREALTIME/,/.} && err=$(ip -n "${NS[DROP_HOST]}" link set "$IFNAME" down 2>&1); then
+      DROP_STATE=down
+      echo "netns-2host: link down: $IFNAME in ${NS[DROP_HOST]} (host $DROP_HOST) epoch=$DROP_EPOCH"
+    else
+      DROP_STATE=failed
+      echo "netns-2host: FAIL: could not take $IFNAME down in ${NS[DROP_HOST]}: $err"
+    fi
+  fi
   alive=0
   for ((r = 0; r < NRANKS; r++)); do
     [ -n "${RC[$r]+x}" ] && continue
@@ -319,6 +370,11 @@ if [ $STATS = 1 ] && [ -n "$RATE$FLOW_RATE$DELAY" ]; then
         END { printf "    flow classes with traffic: %d:%s\n", n, list }'
     fi
   done
+fi
+if [ -n "$DROP_AFTER" ] && [ "$DROP_STATE" != down ]; then
+  echo "netns-2host: FAIL: the link was never taken down (${DROP_STATE}: not every rank printed READY?)"
+  [ $TIMED_OUT = 1 ] && exit 124
+  exit 1
 fi
 if [ $TIMED_OUT = 1 ]; then
   echo "netns-2host: FAIL: timeout (${TIMEOUT} s)"

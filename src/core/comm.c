@@ -92,10 +92,26 @@ void anycclCommWaitIdle(struct ncclComm* comm) {
   pthread_mutex_unlock(&comm->lock);
 }
 
+/* The first error sticks, also one that arrives while init is finishing
+ * (the proxy may see a peer die before init returns). */
 void anycclCommSetError(struct ncclComm* comm, ncclResult_t err) {
-  ncclResult_t expect = ncclSuccess;
-  __atomic_compare_exchange_n(&comm->asyncResult, &expect, err, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  ncclResult_t cur = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
+  while ((cur == ncclSuccess || cur == ncclInProgress) &&
+         !__atomic_compare_exchange_n(&comm->asyncResult, &cur, err, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  }
   __atomic_store_n(&comm->state, COMM_FAILED, __ATOMIC_RELEASE);
+}
+
+void anycclCommInitDone(struct ncclComm* comm, ncclResult_t res) {
+  if (res != ncclSuccess) {
+    anycclCommSetError(comm, res);
+    return;
+  }
+  ncclResult_t expect = ncclInProgress;
+  if (__atomic_compare_exchange_n(&comm->asyncResult, &expect, ncclSuccess, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    int st = COMM_INITIALIZING;
+    __atomic_compare_exchange_n(&comm->state, &st, COMM_READY, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  }
 }
 
 /* ---- ops ----------------------------------------------------------------- */

@@ -232,12 +232,7 @@ static void* initJobRun(void* arg) {
   struct initJob* job = arg;
   struct ncclComm* comm = job->comm;
   ncclResult_t res = commSetup(comm, &job->id);
-  if (res == ncclSuccess) {
-    __atomic_store_n(&comm->state, COMM_READY, __ATOMIC_RELEASE);
-  } else {
-    __atomic_store_n(&comm->state, COMM_FAILED, __ATOMIC_RELEASE);
-  }
-  __atomic_store_n(&comm->asyncResult, res, __ATOMIC_RELEASE);
+  anycclCommInitDone(comm, res);
   free(job);
   return NULL;
 }
@@ -273,8 +268,12 @@ static ncclResult_t commStart(struct ncclComm* comm, const ncclUniqueId* id) {
     comm->initThreadStarted = 1;
     return ncclInProgress;
   }
-  initJobRun(job);
-  return __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
+  /* Blocking: the result of init itself (a peer failing afterwards shows up
+   * later, through ncclCommGetAsyncError and the next calls). */
+  ncclResult_t res = commSetup(comm, &job->id);
+  anycclCommInitDone(comm, res);
+  free(job);
+  return res;
 }
 
 static ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId* id, int rank,
@@ -441,10 +440,7 @@ out:
 static void* splitJobRun(void* arg) {
   struct splitJob* job = arg;
   ncclResult_t res = splitRun(job);
-  if (job->child) {
-    __atomic_store_n(&job->child->state, res == ncclSuccess ? COMM_READY : COMM_FAILED, __ATOMIC_RELEASE);
-    __atomic_store_n(&job->child->asyncResult, res, __ATOMIC_RELEASE);
-  }
+  if (job->child) anycclCommInitDone(job->child, res);
   free(job);
   return NULL;
 }

@@ -126,6 +126,8 @@ void anycclCommWorkStart(struct ncclComm* comm);
 void anycclCommWorkDone(struct ncclComm* comm);
 void anycclCommWaitIdle(struct ncclComm* comm);
 void anycclCommSetError(struct ncclComm* comm, ncclResult_t err);
+/* Init finished with res: success only if no error arrived meanwhile. */
+void anycclCommInitDone(struct ncclComm* comm, ncclResult_t res);
 
 /* Groups and enqueue (group.c / enqueue.c) */
 ncclResult_t anycclEnqueue(struct ncclComm* comm, const struct anycclTask* task);

@@ -21,6 +21,17 @@
  *     r+S and receives BYTES from r-S (S = ANYCCL_TEST_RANKS_PER_HOST, else
  *     n/2), one group per iteration; prints the algorithm bandwidth of the
  *     slowest rank (GB/s) and the link's share (all ranks of a host).
+ *  3. --until-error SECONDS: a connection that drops (scripts/netns-2host.sh
+ *     --drop-after-ready). Prints a line "READY ..." (flushed) and then runs
+ *     all-reduces in a loop, waiting for each with cudaStreamQuery and
+ *     polling ncclCommGetAsyncError in between, until the call or the
+ *     communicator reports an error, or SECONDS pass. The error must be
+ *     ncclRemoteError or ncclSystemError and come at most --detect-limit
+ *     seconds (default 15) after the last all-reduce that completed; then
+ *     ncclCommAbort must return within 5 s. Prints one line "LINK-ERROR
+ *     rank R: ..." with the timings, ending "epoch=E abort=A" (the wall-clock
+ *     time of the error, to compare with the launcher's drop time, and the
+ *     abort's seconds), and exits 0 when all held.
  *
  * Exit 0 when every trial passed on this rank. Uses only nccl.h and the CUDA
  * runtime API (buffers through cudaMemcpy), so it builds against real NCCL. */
@@ -470,10 +481,100 @@ static void bandwidth(ncclComm_t comm, cudaStream_t s, size_t bytes, int iters, 
   CUCK(cudaFree(dt));
 }
 
+/* ---- a dropped connection: all-reduces until the communicator fails ------------------ */
+static double wallNow(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int untilError(ncclComm_t comm, cudaStream_t s, double seconds, double detectLimit) {
+  const double abortLimit = 5.0;
+  const size_t count = 1 << 16; /* 256 KiB of floats: data in flight when the link drops */
+  float* buf;
+  CUCK(cudaMalloc((void**)&buf, count * sizeof(float)));
+  CUCK(cudaMemset(buf, 0, count * sizeof(float)));
+  printf("READY rank %d: all-reducing %zu floats in a loop until an error (at most %.0f s)\n", rank, count, seconds);
+  fflush(stdout);
+  double start = now(), deadline = start + seconds, lastOk = start, maxOp = 0;
+  long iters = 0, streamErrors = 0;
+  ncclResult_t seen = ncclSuccess;
+  const char* how = "none";
+  while (seen == ncclSuccess && now() < deadline) {
+    double t0 = now();
+    ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, s);
+    if (r != ncclSuccess) { /* the failure already known: the call refuses */
+      seen = r, how = "ncclAllReduce returned it";
+      break;
+    }
+    /* never block: the stream, and the communicator's error, polled under the deadline */
+    int done = 0;
+    while (now() < deadline) {
+      cudaError_t q = cudaStreamQuery(s);
+      ncclResult_t a = ncclSuccess;
+      ncclResult_t g = ncclCommGetAsyncError(comm, &a);
+      if (g != ncclSuccess) {
+        seen = g, how = "ncclCommGetAsyncError returned it";
+        break;
+      }
+      if (a != ncclSuccess && a != ncclInProgress) {
+        seen = a, how = "ncclCommGetAsyncError";
+        break;
+      }
+      if (q == cudaSuccess) {
+        done = 1;
+        break;
+      }
+      if (q != cudaErrorNotReady) { /* the work ended badly: the next call, or poll, tells why */
+        if (streamErrors++ < 3)
+          fprintf(stderr, "rank %d: cudaStreamQuery: %s (no communicator error yet)\n", rank, cudaGetErrorString(q));
+        (void)cudaGetLastError();
+        break;
+      }
+      usleep(1000);
+    }
+    if (done) {
+      iters++;
+      lastOk = now();
+      if (lastOk - t0 > maxOp) maxOp = lastOk - t0;
+    }
+  }
+  double tErr = now(), epoch = wallNow();
+  double stall = tErr - lastOk;
+  if (seen == ncclSuccess) {
+    fprintf(stderr, "LINK-ERROR rank %d: FAIL: no error in %.1f s (%ld all-reduces, the last completed %.2f s ago)\n",
+            rank, tErr - start, iters, stall);
+    return 1;
+  }
+  int ok = seen == ncclRemoteError || seen == ncclSystemError;
+  double t1 = now();
+  ncclResult_t ar = ncclCommAbort(comm);
+  double abortTime = now() - t1;
+  /* the pending work has ended (the executor returns when the communicator fails) */
+  double t2 = now();
+  cudaError_t q;
+  while ((q = cudaStreamQuery(s)) == cudaErrorNotReady && now() - t2 < abortLimit) usleep(1000);
+  double drain = now() - t2;
+  int fail = !ok || stall > detectLimit || ar != ncclSuccess || abortTime > abortLimit || q == cudaErrorNotReady;
+  printf("LINK-ERROR rank %d: %s: %s (%s) %.2f s after the last completed all-reduce (%ld before it, "
+         "slowest %.3f s); ncclCommAbort: %s in %.3f s; stream %s in %.3f s; epoch=%.3f abort=%.3f\n",
+         rank, fail ? "FAIL" : "ok", ncclGetErrorString(seen), how, stall, iters, maxOp, ncclGetErrorString(ar),
+         abortTime, q == cudaErrorNotReady ? "STILL BUSY" : "idle", drain, epoch, abortTime);
+  if (!ok) fprintf(stderr, "rank %d: want ncclRemoteError or ncclSystemError, got %d\n", rank, (int)seen);
+  if (stall > detectLimit) fprintf(stderr, "rank %d: detection took %.2f s > %.0f s\n", rank, stall, detectLimit);
+  if (abortTime > abortLimit)
+    fprintf(stderr, "rank %d: ncclCommAbort took %.2f s > %.0f s\n", rank, abortTime, abortLimit);
+  fflush(stdout);
+  /* buf belongs to the runtime, not the aborted communicator */
+  if (q != cudaErrorNotReady) CUCK(cudaFree(buf));
+  return fail ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
   int trials = 40, bwIters = 3, verbose = 0;
   uint64_t seed = 12345;
   size_t maxCount = 300000, bwBytes = 0;
+  double untilErr = 0, detectLimit = 15;
   for (int i = 1; i < argc; i++) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -482,10 +583,13 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--max-count") && v) maxCount = strtoull(v, NULL, 0), i++;
     else if (!strcmp(a, "--bw") && v) bwBytes = strtoull(v, NULL, 0), i++;
     else if (!strcmp(a, "--bw-iters") && v) bwIters = atoi(v), i++;
+    else if (!strcmp(a, "--until-error") && v) untilErr = atof(v), i++;
+    else if (!strcmp(a, "--detect-limit") && v) detectLimit = atof(v), i++;
     else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = 1;
     else {
       fprintf(stderr,
-              "usage: %s [--trials N] [--seed S] [--max-count ELEMS] [--bw BYTES [--bw-iters N]] [-v]\n"
+              "usage: %s [--trials N] [--seed S] [--max-count ELEMS] [--bw BYTES [--bw-iters N]]\n"
+              "          [--until-error SECONDS [--detect-limit SECONDS]] [-v]\n"
               "  rank/size from ANYCCL_TEST_RANK/ANYCCL_TEST_NRANKS (or MPI/Slurm variables); needs NCCL_COMM_ID\n",
               argv[0]);
       return 2;
@@ -538,6 +642,10 @@ int main(int argc, char** argv) {
     int shift = envInt((const char* const[]){"ANYCCL_TEST_RANKS_PER_HOST", NULL}, nranks / 2);
     if (shift <= 0 || shift >= nranks) shift = nranks > 1 ? 1 : 0;
     bandwidth(comm, s, bwBytes, bwIters, shift);
+  }
+  if (untilErr > 0) { /* ends with the communicator aborted */
+    int bad = untilError(comm, s, untilErr, detectLimit);
+    return fails || bad ? 1 : 0;
   }
   CK(ncclCommDestroy(comm));
   CUCK(cudaStreamDestroy(s));

@@ -10,6 +10,13 @@
 #       capped at FLOW_RATE (htb classes by source-port hash). Send/recv across
 #       the hosts with 1 data socket per connection, then with 4: the second
 #       must be >= MIN_RATIO times faster.
+#   netns_test.sh link-drop SCRIPTS_DIR NETNS_RANK
+#       2 namespaces x 1 rank, ANYCCL_NET_TIMEOUT=3: a few trials, then
+#       all-reduces in a loop; 1 s after both ranks say READY the veth goes
+#       down inside host 1 (no RST, no FIN: silence). Every rank must see
+#       ncclRemoteError/ncclSystemError within DETECT_LIMIT s (15) of the drop,
+#       from the call or ncclCommGetAsyncError, and ncclCommAbort must return
+#       within 5 s; a hang ends in the launcher's timeout (fail).
 #   netns_test.sh mpirun SCRIPTS_DIR PROGRAM
 #       PROGRAM (an MPI build of an NCCL example) under mpirun, 4 ranks on 2
 #       virtual hosts (NCCL_HOSTID per rank).
@@ -68,6 +75,38 @@ rate-limited)
     print "netns_test: PASS"
   }' || exit 1
   ;;
+link-drop)
+  NET_TIMEOUT=${NETNS_TEST_NET_TIMEOUT:-3}
+  DETECT_LIMIT=${NETNS_TEST_DETECT_LIMIT:-15}
+  out=$("$scripts/netns-2host.sh" -n 1 --timeout 60 \
+        --drop-after-ready "${NETNS_TEST_DROP_AFTER:-1}" --drop-host 1 \
+        --env ANYCCL_NET_TIMEOUT="$NET_TIMEOUT" -- \
+        "$prog" --trials 5 --until-error 40 --detect-limit "$DETECT_LIMIT" 2>&1)
+  rc=$?
+  if [ $rc = $SKIP ]; then printf '%s\n' "$out"; exit $SKIP; fi
+  printf '%s\n' "$out" | grep -E "netns-2host|netns_rank|READY|LINK-ERROR|WARN|FAIL|failed|rror|SKIP" | head -n 60
+  [ $rc = 0 ] || { echo "netns_test: FAIL: netns-2host.sh exited $rc"; exit 1; }
+  drop=$(printf '%s\n' "$out" | sed -n 's/^netns-2host: link down: .* epoch=\([0-9.]*\)$/\1/p' | head -n 1)
+  [ -n "$drop" ] || { echo "netns_test: FAIL: the link was not taken down"; exit 1; }
+  # each rank: an error line, ok, after the drop and within DETECT_LIMIT s of it
+  printf '%s\n' "$out" | awk -v drop="$drop" -v lim="$DETECT_LIMIT" -v nt="$NET_TIMEOUT" '
+    /LINK-ERROR rank [0-9]+: / {
+      r = $0; sub(/.*LINK-ERROR rank /, "", r); sub(/:.*/, "", r)
+      e = $0; sub(/.*epoch=/, "", e); sub(/ .*/, "", e)
+      a = $0; sub(/.*abort=/, "", a); sub(/ .*/, "", a)
+      err = $0; sub(/.*LINK-ERROR rank [0-9]+: [a-zA-Z]+: /, "", err); sub(/ \(.*/, "", err)
+      n++; d = e - drop
+      printf "netns_test: rank %s: \"%s\" %.2f s after the link went down (ANYCCL_NET_TIMEOUT=%s), ncclCommAbort %.3f s\n", r, err, d, nt, a
+      if ($0 !~ /LINK-ERROR rank [0-9]+: ok:/) { print "netns_test: FAIL: rank " r " reported a failure"; bad = 1 }
+      if (d < 0) { print "netns_test: FAIL: rank " r " saw the error before the link went down"; bad = 1 }
+      if (d > lim) { print "netns_test: FAIL: rank " r " took longer than " lim " s"; bad = 1 }
+    }
+    END {
+      if (n != 2) { print "netns_test: FAIL: " n " of 2 ranks reported an error line"; exit 1 }
+      if (bad) exit 1
+      print "netns_test: PASS"
+    }' || exit 1
+  ;;
 mpirun)
   if [ -z "$prog" ]; then
     echo "SKIP: the MPI example is not built (CMake found no MPI: apt-get install openmpi-bin libopenmpi-dev)"
@@ -84,7 +123,7 @@ mpirun)
   expect "$out" "via NET/Socket;via SHM;NCCL_HOSTID=vhost1" || exit 1
   ;;
 *)
-  echo "usage: $0 collectives|rate-limited|mpirun SCRIPTS_DIR PROGRAM" >&2
+  echo "usage: $0 collectives|rate-limited|link-drop|mpirun SCRIPTS_DIR PROGRAM" >&2
   exit 2
   ;;
 esac
