@@ -150,11 +150,27 @@ static void reduceBlocks(struct ncclComm* comm, struct anycclPhase* ph, int n, c
     ops[q] = ph->op;
     ops[q].scalar = xchgOf(comm, q)->scalar;
   }
+  /* Plain ops (no per-rank scalar, no final division): fuse the last
+   * reduction with the writes of the first two destinations. */
+  int plain = !pre && !post && n >= 2;
   for (size_t off = lo; off < hi; off += blk) {
     size_t m = hi - off < blk ? hi - off : blk;
-    anycclReduce(&ops[0], m, in[0] + off * es, NULL, acc, NULL, pre);
-    for (int q = 1; q < n; q++) anycclReduce(&ops[q], m, in[q] + off * es, acc, acc, NULL, pre);
-    for (int d = 0; d < ndst; d++) anycclReduce(&ph->op, m, acc, NULL, dst[d] + off * es, NULL, post);
+    size_t b = off * es;
+    if (plain) {
+      const char* last = in[n - 1] + b;
+      const char* prev = in[0] + b;
+      if (n > 2) {
+        anycclReduce(&ph->op, m, in[0] + b, in[1] + b, acc, NULL, 0);
+        for (int q = 2; q < n - 1; q++) anycclReduce(&ph->op, m, in[q] + b, acc, acc, NULL, 0);
+        prev = acc;
+      }
+      anycclReduce(&ph->op, m, last, prev, dst[0] + b, ndst > 1 ? dst[1] + b : NULL, 0);
+      for (int d = 2; d < ndst; d++) memcpy(dst[d] + b, dst[0] + b, m * es);
+      continue;
+    }
+    anycclReduce(&ops[0], m, in[0] + b, NULL, acc, NULL, pre);
+    for (int q = 1; q < n; q++) anycclReduce(&ops[q], m, in[q] + b, acc, acc, NULL, pre);
+    for (int d = 0; d < ndst; d++) anycclReduce(&ph->op, m, acc, NULL, dst[d] + b, NULL, post);
   }
 }
 
