@@ -113,6 +113,7 @@ struct cpurtStream {
   int waiters;
   bool workerRunning, destroyed;
   bool busy;                        /* an op is running (worker or inline) */
+  bool yielded;                     /* the worker yielded once before taking the head op */
   struct cpurtStream *prev, *next;  /* the device's stream list */
   struct cpurtStream *forkNext;     /* used by the fork handler only */
 };

@@ -11,6 +11,7 @@
  * legacy work; non-blocking streams are exempt. Those dependencies are taken
  * under the device lock at the moment an op is queued, so a concurrent
  * enqueue on the other side is either wholly before or wholly after it. */
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,16 @@ static void *workerMain(void *arg) {
       pthread_cond_wait(&s->workCond, &s->lock);
     struct cpurtOp *op = s->head;
     if (op == NULL) break;          /* destroyed and drained */
+    if (!s->yielded) {
+      /* Give a thread that is about to synchronise the chance to run the
+       * op itself (runInline): one hand-off instead of two. */
+      s->yielded = true;
+      pthread_mutex_unlock(&s->lock);
+      sched_yield();
+      pthread_mutex_lock(&s->lock);
+      continue;
+    }
+    s->yielded = false;
     s->head = op->next;
     if (s->head == NULL) s->tail = NULL;
     s->busy = true;

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <linux/futex.h>
@@ -241,7 +242,8 @@ static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
     ncclResult_t async = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
     if (async != ncclSuccess && async != ncclInProgress) return async; /* e.g. the proxy lost a peer */
     if (++spins < comm->spinCount) {
-      cpuRelax();
+      if (comm->yieldSpin) sched_yield();
+      else cpuRelax();
       continue;
     }
     double t = nowSec();

@@ -12,6 +12,7 @@
  * reached, every rank sees that and runs the FIFO lanes instead. */
 #define _GNU_SOURCE
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -64,7 +65,10 @@ static ncclResult_t waitAll(struct ncclComm* comm, int field, uint64_t seq) {
       return ncclInvalidUsage;
     ncclResult_t async = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
     if (async != ncclSuccess && async != ncclInProgress) return async;
-    if (++spins < comm->spinCount) continue;
+    if (++spins < comm->spinCount) {
+      if (comm->yieldSpin) sched_yield();
+      continue;
+    }
     double t = nowSec();
     if (lastCheck == 0) lastCheck = t;
     if (comm->peerCheckMs > 0 && (t - lastCheck) * 1000 >= comm->peerCheckMs) {

@@ -210,6 +210,10 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   comm->opTimeoutSec = anycclParamInt(PARAM_OP_TIMEOUT);
   comm->peerCheckMs = anycclParamInt(PARAM_PEER_CHECK_MS);
   comm->spinCount = (int)anycclParamInt(PARAM_SPIN_COUNT);
+  /* Oversubscribed (as 8 ranks on 2 cores): a waiting rank yields its core
+   * to the ranks that have work instead of spinning on it. */
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  comm->yieldSpin = cores > 0 && comm->localRanks > cores;
   comm->directThreshold = (size_t)anycclParamInt(PARAM_DIRECT_THRESHOLD);
   comm->peerThreshold = (size_t)anycclParamInt(PARAM_PEER_THRESHOLD); /* -1: never */
   const char* algo = anycclParamStr(PARAM_ALGO);

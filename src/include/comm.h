@@ -105,6 +105,7 @@ struct ncclComm {
   int64_t opTimeoutSec;
   int64_t peerCheckMs;
   int spinCount;
+  int yieldSpin;                 /* more ranks on this host than cores: spin by yielding */
   size_t directThreshold;
   int forceAlgo;                 /* -1 auto, else ANYCCL_ALGO_* */
 };
