@@ -214,6 +214,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
    * to the ranks that have work instead of spinning on it. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   comm->yieldSpin = cores > 0 && comm->localRanks > cores;
+  if (comm->spinCount < 0) comm->spinCount = comm->yieldSpin ? 200 : 20000;
   comm->directThreshold = (size_t)anycclParamInt(PARAM_DIRECT_THRESHOLD);
   comm->peerThreshold = (size_t)anycclParamInt(PARAM_PEER_THRESHOLD); /* -1: never */
   const char* algo = anycclParamStr(PARAM_ALGO);

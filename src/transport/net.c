@@ -168,6 +168,8 @@ ncclResult_t anycclNetSetup(struct ncclComm* comm) {
   if (p->efd < 0) return ncclSystemError;
   p->bell.eventFd1 = p->efd + 1;
   NCCLCHECK(p->net->init());
+  int ndev = 0;
+  NCCLCHECK(p->net->devices(&ndev));
   ANYCCL_CALLOC(p->conns, count);
   for (int ch = 0; ch < comm->nChannels; ch++) {
     if (comm->ringSend[ch].net) addConn(p, &comm->ringSend[ch], 1);
@@ -186,8 +188,13 @@ ncclResult_t anycclNetSetup(struct ncclComm* comm) {
     struct anycclConn* c = nc->conn;
     c->peerBell = &p->bell;
     if (nc->send) continue;
+    /* channels spread over the network devices (NCCL_SOCKET_IFNAME may
+     * name several): ring channel c listens on device c mod ndev */
+    int dev = 0;
+    for (int ch = 0; ch < comm->nChannels; ch++)
+      if (c == &comm->ringRecv[ch] && ndev > 0) dev = ch % ndev;
     char handle[ANYCCL_NET_HANDLE_MAXSIZE];
-    NCCLCHECK(p->net->listen(0, handle, &nc->listenComm, &comm->abortFlag));
+    NCCLCHECK(p->net->listen(dev, handle, &nc->listenComm, &comm->abortFlag));
     NCCLCHECK(bootstrapSend(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), handle, sizeof(handle)));
   }
   for (int i = 0; i < p->nconns; i++) {
