@@ -214,7 +214,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
    * to the ranks that have work instead of spinning on it. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   comm->yieldSpin = cores > 0 && comm->localRanks > cores;
-  if (comm->spinCount < 0) comm->spinCount = comm->yieldSpin ? 200 : 20000;
+  int autoSpin = comm->spinCount < 0;
   comm->directThreshold = (size_t)anycclParamInt(PARAM_DIRECT_THRESHOLD);
   comm->peerThreshold = (size_t)anycclParamInt(PARAM_PEER_THRESHOLD); /* -1: never */
   const char* algo = anycclParamStr(PARAM_ALGO);
@@ -225,6 +225,10 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   }
 
   NCCLCHECK(anycclTransportSetup(comm));
+  /* A rank with network peers shares its cores with its proxy and socket
+   * threads: it must not spin on them. */
+  if (comm->proxy) comm->yieldSpin = 1;
+  if (autoSpin) comm->spinCount = comm->yieldSpin ? 200 : 20000;
   comm->commHash = 0;
   memcpy(&comm->commHash, id->internal, sizeof(comm->commHash));
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d cudaDev %d busId %s backend %s - "
