@@ -28,7 +28,7 @@ static inline void cpuRelax(void) {
 #endif
 }
 
-static double nowSec(void) {
+double anycclNowSec(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
@@ -166,7 +166,7 @@ static void copyLaneRun(struct anycclLane* l) {
 }
 
 /* Sleep on the doorbell until it moves past `seen` (or a short timeout). */
-static void bellWait(struct anycclBell* b, uint32_t seen) {
+void anycclBellWait(struct anycclBell* b, uint32_t seen) {
   struct timespec ts = {0, 20 * 1000 * 1000};
   __atomic_add_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
   syscall(SYS_futex, &b->bell, FUTEX_WAIT, seen, &ts, NULL, 0);
@@ -246,7 +246,7 @@ static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
       else cpuRelax();
       continue;
     }
-    double t = nowSec();
+    double t = anycclNowSec();
     if (lastProgress == 0) lastProgress = lastCheck = t;
     if (comm->peerCheckMs > 0 && (t - lastCheck) * 1000 >= comm->peerCheckMs) {
       lastCheck = t;
@@ -259,7 +259,7 @@ static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
            ph->what, comm->rank, (long long)comm->opTimeoutSec);
       return ncclSystemError;
     }
-    bellWait(comm->bell, seen);
+    anycclBellWait(comm->bell, seen);
   }
   return ncclSuccess;
 }
@@ -271,7 +271,7 @@ static int waitTurn(struct ncclComm* comm, uint64_t seq) {
     uint32_t seen = __atomic_load_n(&comm->bell->bell, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&comm->execNext, __ATOMIC_ACQUIRE) == seq) break;
     if (stopped(comm)) return 0;
-    bellWait(comm->bell, seen);
+    anycclBellWait(comm->bell, seen);
   }
   return 1;
 }

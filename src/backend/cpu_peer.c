@@ -30,25 +30,12 @@ static struct anycclXchg* xchgOf(struct ncclComm* comm, int q) {
   return (struct anycclXchg*)(comm->peerBase[q] + 64);
 }
 
-static void bellWaitShort(struct anycclBell* b, uint32_t seen) {
-  struct timespec ts = {0, 20 * 1000 * 1000};
-  __atomic_add_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
-  syscall(SYS_futex, &b->bell, FUTEX_WAIT, seen, &ts, NULL, 0);
-  __atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
-}
-
 static void ringAll(struct ncclComm* comm) {
   for (int q = 0; q < comm->nRanks; q++)
     if (q != comm->rank) anycclBellRing((struct anycclBell*)comm->peerBase[q]);
 }
 
 /* Wait until every peer's field (seq or done) reaches `seq`. */
-static double nowSec(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static ncclResult_t waitAll(struct ncclComm* comm, int field, uint64_t seq) {
   int spins = 0;
   double lastCheck = 0;
@@ -69,14 +56,14 @@ static ncclResult_t waitAll(struct ncclComm* comm, int field, uint64_t seq) {
       if (comm->yieldSpin) sched_yield();
       continue;
     }
-    double t = nowSec();
+    double t = anycclNowSec();
     if (lastCheck == 0) lastCheck = t;
     if (comm->peerCheckMs > 0 && (t - lastCheck) * 1000 >= comm->peerCheckMs) {
       lastCheck = t;
       ncclResult_t dead = anycclCheckPeers(comm, "single-copy phase");
       if (dead != ncclSuccess) return dead;
     }
-    bellWaitShort(comm->bell, seen);
+    anycclBellWait(comm->bell, seen);
   }
 }
 

@@ -113,6 +113,9 @@ const char* anycclFuncName(int func);
  * buffers cannot all be reached (run the lanes instead); errors in *res. */
 int anycclCpuPeerPhase(struct ncclComm* comm, struct anycclPhase* ph, ncclResult_t* res);
 void anycclPeerFree(struct ncclComm* comm);
+/* Executor helpers shared by the cpu executor files. */
+void anycclBellWait(struct anycclBell* b, uint32_t seen); /* futex sleep, 20 ms at most */
+double anycclNowSec(void);                               /* CLOCK_MONOTONIC seconds */
 /* ncclRemoteError (with a WARN) if a same-host peer's process is gone. */
 ncclResult_t anycclCheckPeers(struct ncclComm* comm, const char* what);
 
