@@ -190,7 +190,6 @@ static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, con
     l->kind = LANE_STEPS;
     l->steps = ph->steps + (size_t)ch * maxSteps;
     l->nsteps = ringProgram(comm, ch, rp, l->steps);
-    l->nconns = 2;
     l->conns[RV] = &comm->ringRecv[ch];
     l->conns[SD] = &comm->ringSend[ch];
     l->lenTotal = lenTotal;
@@ -218,7 +217,6 @@ static ncclResult_t directLane(struct ncclComm* comm, struct anycclPhase* ph,
   l->kind = LANE_STEPS;
   l->steps = steps;
   l->nsteps = nsteps;
-  l->nconns = 2 * n;
   for (int q = 0; q < n; q++) {
     l->conns[q] = q == comm->rank ? NULL : &comm->p2pRecv[q];
     l->conns[n + q] = q == comm->rank ? NULL : &comm->p2pSend[q];

@@ -36,7 +36,6 @@ struct initJob {
 static ncclResult_t commAlloc(struct ncclComm** out, int nranks, int rank, int cudaDev, const ncclConfig_t* config) {
   struct ncclComm* comm;
   ANYCCL_CALLOC(comm, 1);
-  comm->magic = ANYCCL_COMM_MAGIC;
   comm->rank = rank;
   comm->nRanks = nranks;
   comm->cudaDev = cudaDev;
@@ -62,7 +61,6 @@ static void commFree(struct ncclComm* comm) {
   free(comm->scratch);
   pthread_mutex_destroy(&comm->lock);
   pthread_cond_destroy(&comm->idle);
-  comm->magic = 0;
   free(comm);
 }
 
@@ -229,8 +227,6 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
    * threads: it must not spin on them. */
   if (comm->proxy) comm->yieldSpin = 1;
   if (autoSpin) comm->spinCount = comm->yieldSpin ? 200 : 20000;
-  comm->commHash = 0;
-  memcpy(&comm->commHash, id->internal, sizeof(comm->commHash));
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d cudaDev %d busId %s backend %s - "
        "Init COMPLETE",
        (void*)comm, r, n, comm->nHosts, comm->localRanks, comm->localRank, comm->cudaDev, comm->busId, anycclRt.name);

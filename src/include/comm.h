@@ -49,10 +49,8 @@ struct anycclIpcMap {
 };
 
 struct ncclComm {
-  uint64_t magic;
   int rank, nRanks, cudaDev;
   char busId[32];
-  uint64_t commHash;
   ncclConfig_t config;
   int blocking;
 
@@ -112,7 +110,6 @@ struct ncclComm {
 
 enum { ANYCCL_ALGO_RING = 0, ANYCCL_ALGO_DIRECT = 1 };
 
-#define ANYCCL_COMM_MAGIC 0x616e7963636c436dULL /* "anycclCm" */
 
 /* Live communicator registry: a destroyed or bogus pointer is caught. */
 void anycclCommRegister(struct ncclComm* comm);

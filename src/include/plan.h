@@ -49,7 +49,6 @@ struct anycclLane {
   /* --- LANE_STEPS --- */
   int nsteps;
   struct anycclStep* steps;      /* one slice's program */
-  int nconns;
   struct anycclConn* conns[ANYCCL_MAX_LANE_CONNS];
   /* Geometry: the data is cut into blocks of lenStride elements (the last
    * ones shorter or empty: len(c) = clamp(lenTotal - c*lenStride, 0,
@@ -97,7 +96,6 @@ struct anycclPlan {
   int nphases;
   struct anycclPhase* phases;
   uint64_t seq;                  /* per-comm launch number */
-  struct anycclPlan* next;       /* comm's list of plans being built */
 };
 
 void anycclPlanFree(struct anycclPlan* plan);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "launch.h"
 
 #define LIMIT 15.0
 
@@ -22,10 +23,7 @@ static double now(void) {
 
 static int child(int rank, int n, int rph, const char* idfile) {
   ncclUniqueId id;
-  FILE* f = NULL;
-  for (int i = 0; i < 500 && !(f = fopen(idfile, "rb")); i++) usleep(10000);
-  if (!f || fread(&id, sizeof(id), 1, f) != 1) return 2;
-  fclose(f);
+  if (readUniqueId(idfile, &id) != 0) return 2;
   cudaSetDevice(rank % rph);
   ncclComm_t comm;
   if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 3;
@@ -60,45 +58,11 @@ static int child(int rank, int n, int rph, const char* idfile) {
 }
 
 int main(int argc, char** argv) {
-  if (argc >= 6 && strcmp(argv[1], "--child") == 0)
-    return child(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argv[5]);
+  if (argc >= 7 && strcmp(argv[1], "--child") == 0)
+    return child(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argv[6]);
   int n = argc > 1 ? atoi(argv[1]) : 3;
   int rph = argc > 2 ? atoi(argv[2]) : 1;
-  char idfile[64];
-  snprintf(idfile, sizeof(idfile), "/tmp/anyccl-faultid-%d", (int)getpid());
-  unlink(idfile);
-  pid_t pids[64];
-  for (int r = 0; r < n; r++) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      char host[32], rs[16], ns[16], rphs[16];
-      snprintf(host, sizeof(host), "host%d", r / rph);
-      setenv("NCCL_HOSTID", host, 1);
-      snprintf(rs, sizeof(rs), "%d", r);
-      snprintf(ns, sizeof(ns), "%d", n);
-      snprintf(rphs, sizeof(rphs), "%d", rph);
-      execl("/proc/self/exe", argv[0], "--child", rs, ns, rphs, idfile, (char*)NULL);
-      _exit(127);
-    }
-  }
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return 2;
-  char tmp[80];
-  snprintf(tmp, sizeof(tmp), "%s.tmp", idfile);
-  FILE* f = fopen(tmp, "wb");
-  fwrite(&id, sizeof(id), 1, f);
-  fclose(f);
-  rename(tmp, idfile);
-  int fails = 0;
-  for (int r = 0; r < n; r++) {
-    int st;
-    waitpid(pids[r], &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
-      fails++;
-    }
-  }
-  unlink(idfile);
+  int fails = launchRanks(argv[0], n, rph, NULL);
   printf("%s: dead peer among %d ranks, %d per host\n", fails ? "FAIL" : "PASS", n, rph);
   return fails ? 1 : 0;
 }
