@@ -8,6 +8,17 @@
 #define NCCL_H_
 
 #include <cuda_runtime.h>
+/* With the real CUDA runtime, the half/bfloat16/fp8 types come along, as
+ * with NCCL's header (anyccl-cpu's runtime headers have none). */
+#if !defined(ANYCCL_CPU_CUDA_RUNTIME_H)
+#include <cuda_fp16.h>
+#if CUDART_VERSION >= 11000
+#include <cuda_bf16.h>
+#endif
+#if CUDART_VERSION >= 11080
+#include <cuda_fp8.h>
+#endif
+#endif
 #include <limits.h>
 #include <stddef.h>
 

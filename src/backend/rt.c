@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include "checks.h"
+#include "cuda_exec.h"
 #include "rt.h"
 
 struct anycclRt anycclRt;
@@ -19,9 +20,34 @@ static void rtLoad(void) {
   if (lookup("anycclCpuRuntimeVersion") != NULL) {
     rt.kind = ANYCCL_BACKEND_CPU;
     rt.name = "cpu";
-  } else if (lookup("cudaLaunchHostFunc") != NULL) {
+  } else if (acuDeviceCount != NULL && acuDeviceCount() > 0) {
+    /* The cuda backend: our own (static) CUDA runtime, whichever runtime
+     * the program uses; handles (streams, events, pointers) are shared
+     * through the driver. */
     rt.kind = ANYCCL_BACKEND_CUDA;
     rt.name = "cuda";
+    rt.getErrorString = acuErrorString;
+    rt.getDevice = acuGetDevice;
+    rt.setDevice = acuSetDevice;
+    rt.getDeviceCount = acuGetDeviceCount;
+    rt.deviceGetPCIBusId = acuDeviceGetPCIBusId;
+    *(void**)&rt.launchHostFunc = (void*)acuLaunchHostFunc;
+    rt.malloc = acuMalloc;
+    rt.free = acuFree;
+    *(void**)&rt.streamSynchronize = (void*)acuStreamSynchronize;
+    *(void**)&rt.eventCreateWithFlags = (void*)acuEventCreateWithFlags;
+    *(void**)&rt.eventRecord = (void*)acuEventRecord;
+    *(void**)&rt.streamWaitEvent = (void*)acuStreamWaitEvent;
+    *(void**)&rt.eventDestroy = (void*)acuEventDestroy;
+    *(void**)&rt.streamGetDevice = (void*)acuStreamGetDevice;
+    anycclRt = rt;
+    return;
+  } else if (lookup("cudaLaunchHostFunc") != NULL) {
+    WARN("A CUDA runtime is in this process but %s: link the program with anyccl-cpu to run on the CPU",
+         acuDeviceCount == NULL ? "this libnccl was built without the cuda backend (no nvcc)"
+                                : "no GPU or driver was found");
+    rtResult = ncclSystemError;
+    return;
   } else {
     WARN("No CUDA runtime found in this process: link the program with anyccl-cpu "
          "(pkg-config --libs anyccl-cpu) or with the CUDA runtime (-lcudart)");
@@ -56,11 +82,6 @@ static void rtLoad(void) {
   *(void**)&rt.ipcCloseMemHandle = lookup("cudaIpcCloseMemHandle");
   *(void**)&rt.memGetAddressRange = lookup("anycclCpuMemGetAddressRange");
 #undef RT_SYM
-  if (rt.kind == ANYCCL_BACKEND_CUDA) {
-    WARN("The cuda backend is not built into this libnccl yet; use anyccl-cpu");
-    rtResult = ncclInvalidUsage;
-    return;
-  }
   anycclRt = rt;
 }
 

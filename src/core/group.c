@@ -171,6 +171,11 @@ ncclResult_t anycclLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cu
   int saved = -1;
   anycclRt.getDevice(&saved);
   if (saved != comm->cudaDev) anycclRt.setDevice(comm->cudaDev);
+  if (comm->cuda) {
+    ncclResult_t res = anycclCudaLaunchPlan(comm, plan, stream);
+    if (saved != comm->cudaDev) anycclRt.setDevice(saved);
+    return res;
+  }
   plan->seq = comm->launches++;
   anycclCommWorkStart(comm);
   int err = anycclRt.launchHostFunc(stream, anycclCpuExecute, plan);

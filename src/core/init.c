@@ -54,7 +54,8 @@ static ncclResult_t commAlloc(struct ncclComm** out, int nranks, int rank, int c
 
 static void commFree(struct ncclComm* comm) {
   anycclCommUnregister(comm);
-  anycclTransportFree(comm);
+  if (comm->cuda) anycclCudaFree(comm);
+  else anycclTransportFree(comm);
   if (comm->bootstrap) bootstrapClose(comm->bootstrap);
   free(comm->peerInfo);
   free(comm->ringOrder);
@@ -175,6 +176,12 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   me->maxChannels = (int)anycclParamInt(PARAM_MAX_NCHANNELS);
   me->nslots = (int)anycclParamInt(PARAM_NSLOTS);
   me->slotBytes = (size_t)anycclParamInt(PARAM_BUFFSIZE);
+  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
+    /* GPUs want more channels (one block each) and larger FIFOs, unless the
+     * user chose. */
+    if (getenv("NCCL_MAX_NCHANNELS") == NULL) me->maxChannels = (int)anycclParamInt(PARAM_CUDA_NCHANNELS);
+    if (getenv("NCCL_BUFFSIZE") == NULL) me->slotBytes = (size_t)anycclParamInt(PARAM_CUDA_BUFFSIZE);
+  }
   NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
   NCCLCHECK(checkDuplicateDevices(comm));
 
@@ -214,6 +221,8 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   comm->yieldSpin = cores > 0 && comm->localRanks > cores;
   int autoSpin = comm->spinCount < 0;
   comm->directThreshold = (size_t)anycclParamInt(PARAM_DIRECT_THRESHOLD);
+  if (anycclRt.kind == ANYCCL_BACKEND_CUDA && getenv("ANYCCL_DIRECT_THRESHOLD") == NULL)
+    comm->directThreshold = (size_t)anycclParamInt(PARAM_CUDA_DIRECT_THRESHOLD);
   comm->peerThreshold = (size_t)anycclParamInt(PARAM_PEER_THRESHOLD); /* -1: never */
   const char* algo = anycclParamStr(PARAM_ALGO);
   if (algo) {
@@ -222,7 +231,12 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
     else if (r == 0) WARN("NCCL_ALGO=%s: unknown here (Ring, Direct); choosing automatically", algo);
   }
 
-  NCCLCHECK(anycclTransportSetup(comm));
+  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
+    comm->peerThreshold = (size_t)-1; /* single-copy phases are the cpu executor's */
+    NCCLCHECK(anycclCudaSetup(comm));
+  } else {
+    NCCLCHECK(anycclTransportSetup(comm));
+  }
   /* A rank with network peers shares its cores with its proxy and socket
    * threads: it must not spin on them. */
   if (comm->proxy) comm->yieldSpin = 1;
@@ -588,6 +602,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm)) {
   /* The bootstrap and every executor wait watch abortFlag: an init in
    * progress and running plans return promptly; commFree then closes. */
   __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+  anycclCudaAbort(comm);
   if (comm->bell) anycclBellRing(comm->bell);
   joinInit(comm);
   anycclCommWaitIdle(comm);
@@ -603,6 +618,7 @@ NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags)) {
     return ncclInvalidArgument;
   }
   __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
+  anycclCudaAbort(comm);
   if (comm->bell) anycclBellRing(comm->bell);
   anycclCommWaitIdle(comm);
   return ncclSuccess;
@@ -614,6 +630,8 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * a
     WARN("ncclCommGetAsyncError: asyncError is NULL");
     return ncclInvalidArgument;
   }
+  ncclResult_t kernelErr = anycclCudaAsyncError(comm);
+  if (kernelErr != ncclSuccess) anycclCommSetError(comm, kernelErr);
   *asyncError = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
   if (*asyncError != ncclInProgress) joinInit(comm);
   return ncclSuccess;

@@ -106,7 +106,29 @@ struct ncclComm {
   int yieldSpin;                 /* more ranks on this host than cores: spin by yielding */
   size_t directThreshold;
   int forceAlgo;                 /* -1 auto, else ANYCCL_ALGO_* */
+
+  /* cuda backend (backend/cuda_backend.c) */
+  int cuda;                      /* this communicator runs on GPUs */
+  char* devSeg;                  /* my device segment (heads + receive FIFOs) */
+  size_t devSegSize;
+  char** devPeerBase;            /* [nRanks]: each rank's segment as mapped here */
+  int* devPeerIpc;               /* [nRanks]: mapped through CUDA IPC (close on free) */
+  struct acuConn* devConns;      /* device connection table */
+  int nDevConns;
+  char* devScratch;              /* device twin of scratch */
+  struct acuShared* cuShared;    /* host-mapped abort/error words */
+  struct acuShared* cuSharedDev;
+  int cuErrReported;
 };
+
+/* cuda backend entry points (backend/cuda_backend.c) */
+struct acuConn;
+struct acuShared;
+ncclResult_t anycclCudaSetup(struct ncclComm* comm);
+void anycclCudaFree(struct ncclComm* comm);
+void anycclCudaAbort(struct ncclComm* comm);
+ncclResult_t anycclCudaAsyncError(struct ncclComm* comm);
+ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream);
 
 enum { ANYCCL_ALGO_RING = 0, ANYCCL_ALGO_DIRECT = 1 };
 

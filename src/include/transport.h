@@ -88,6 +88,9 @@ struct anycclPeerInfo {
   int segFd;
   size_t segSize;
   struct anycclSegment* segLocal; /* valid only in the same process */
+  void* devSeg;          /* cuda backend: device segment (valid in the same process) */
+  size_t devSegSize;
+  cudaIpcMemHandle_t devIpc; /* ... and its IPC handle for other processes */
 };
 
 struct ncclComm;

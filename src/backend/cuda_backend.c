@@ -1,0 +1,332 @@
+/* The cuda backend, host side: device segments and the device connection
+ * table (transport), and plan launch (each phase encoded into a kernel
+ * parameter blob, cuda_exec.h). The algorithms are the same schedules the
+ * cpu executor runs (algo/schedule.c).
+ *
+ * Segment layout in device memory, the same on every rank:
+ *   heads [nChannels + nRanks] (64 bytes apart, 4 KB aligned)
+ *   FIFO  [nChannels + nRanks]: ctrl (tail at 0, sizes at 64; 4 KB) + slots
+ * FIFO c (< nChannels) is the ring channel c receive FIFO; FIFO nChannels+q
+ * receives from rank q. Head h of a rank is the head of its send connection
+ * h (ring channel h, or nChannels+q: sends to rank q). */
+#include <stdlib.h>
+#include <string.h>
+#include "bootstrap.h"
+#include "checks.h"
+#include "comm.h"
+#include "cuda_exec.h"
+#include "param.h"
+#include "plan.h"
+#include "rt.h"
+
+#define ACUCHECK(call)                                                                         \
+  do {                                                                                         \
+    int e_ = (call);                                                                           \
+    if (e_ != 0) {                                                                             \
+      WARN("CUDA call %s failed: %s (%d)", #call, acuErrorString(e_), e_);                     \
+      return ncclUnhandledCudaError;                                                           \
+    }                                                                                          \
+  } while (0)
+
+static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static size_t headsBytes(const struct ncclComm* comm) { return alignUp((size_t)(comm->nChannels + comm->nRanks) * 64, 4096); }
+static size_t fifoBytes(const struct ncclComm* comm) { return 4096 + alignUp((size_t)comm->nslots * comm->slotBytes, 4096); }
+static size_t fifoOff(const struct ncclComm* comm, int i) { return headsBytes(comm) + (size_t)i * fifoBytes(comm); }
+static size_t headOff(int i) { return (size_t)i * 64; }
+
+/* Connection table index of a host-side connection (plan lanes carry
+ * pointers into comm->ringSend/ringRecv/p2pSend/p2pRecv). */
+static int connIndex(const struct ncclComm* comm, const struct anycclConn* c) {
+  if (c >= comm->ringSend && c < comm->ringSend + ANYCCL_MAX_CHANNELS) return (int)(c - comm->ringSend);
+  if (c >= comm->ringRecv && c < comm->ringRecv + ANYCCL_MAX_CHANNELS)
+    return ANYCCL_MAX_CHANNELS + (int)(c - comm->ringRecv);
+  if (c >= comm->p2pSend && c < comm->p2pSend + comm->nRanks) return 2 * ANYCCL_MAX_CHANNELS + (int)(c - comm->p2pSend);
+  if (c >= comm->p2pRecv && c < comm->p2pRecv + comm->nRanks)
+    return 2 * ANYCCL_MAX_CHANNELS + comm->nRanks + (int)(c - comm->p2pRecv);
+  return -1;
+}
+
+static void setConn(struct acuConn* d, char* fifo, char* head, const struct ncclComm* comm, int peer) {
+  d->buf = fifo + 4096;
+  d->tail = (uint64_t*)fifo;
+  d->sizes = (uint64_t*)(fifo + 64);
+  d->head = (uint64_t*)head;
+  d->step = 0;
+  d->nslots = (uint32_t)comm->nslots;
+  d->slotBytes = (uint32_t)comm->slotBytes;
+  d->peer = peer;
+}
+
+ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
+  int n = comm->nRanks, r = comm->rank;
+  comm->cuda = 1;
+  comm->devSegSize = fifoOff(comm, comm->nChannels + n);
+  ACUCHECK(acuMalloc((void**)&comm->devSeg, comm->devSegSize));
+  ACUCHECK(acuMemsetD(comm->devSeg, 0, comm->devSegSize));
+  ACUCHECK(acuMalloc((void**)&comm->devScratch, (size_t)comm->nChannels * comm->slotBytes));
+  void* sharedDev = NULL;
+  ACUCHECK(acuHostAllocMapped((void**)&comm->cuShared, &sharedDev, sizeof(struct acuShared)));
+  comm->cuSharedDev = sharedDev;
+  struct anycclPeerInfo* me = &comm->peerInfo[r];
+  me->devSeg = comm->devSeg;
+  me->devSegSize = comm->devSegSize;
+  ACUCHECK(acuIpcGetMemHandle(&me->devIpc, comm->devSeg));
+  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+
+  ANYCCL_CALLOC(comm->devPeerBase, n);
+  ANYCCL_CALLOC(comm->devPeerIpc, n);
+  ANYCCL_CALLOC(comm->p2pSend, n);
+  ANYCCL_CALLOC(comm->p2pRecv, n);
+  for (int q = 0; q < n; q++) {
+    const struct anycclPeerInfo* p = &comm->peerInfo[q];
+    if (q == r) {
+      comm->devPeerBase[q] = comm->devSeg;
+      continue;
+    }
+    if (p->hostHash != me->hostHash) {
+      WARN("cuda backend: rank %d (host %s) is on another host than rank %d; the network transport for GPU "
+           "buffers is not built yet: run one host per communicator, or use anyccl-cpu",
+           q, p->hostId[0] ? p->hostId : "?", r);
+      return ncclInvalidUsage;
+    }
+    if (p->cudaDev == comm->cudaDev && p->processToken == me->processToken) {
+      WARN("cuda backend: ranks %d and %d share device %d", r, q, comm->cudaDev);
+      return ncclInvalidUsage;
+    }
+    if (p->processToken == me->processToken) {
+      if (!acuCanAccessPeer(comm->cudaDev, p->cudaDev)) {
+        WARN("cuda backend: device %d cannot access device %d directly (no NVLink or PCIe peer access); this "
+             "build needs peer access between the GPUs of a communicator", comm->cudaDev, p->cudaDev);
+        return ncclSystemError;
+      }
+      ACUCHECK(acuEnablePeer(comm->cudaDev, p->cudaDev));
+      comm->devPeerBase[q] = p->devSeg;
+    } else {
+      void* base = NULL;
+      ACUCHECK(acuIpcOpenMemHandle(&base, &p->devIpc));
+      comm->devPeerBase[q] = base;
+      comm->devPeerIpc[q] = 1;
+    }
+  }
+
+  /* The device connection table. */
+  comm->nDevConns = 2 * ANYCCL_MAX_CHANNELS + 2 * n;
+  struct acuConn* t;
+  ANYCCL_CALLOC(t, comm->nDevConns);
+  char* mine = comm->devSeg;
+  for (int c = 0; c < comm->nChannels; c++) {
+    const int* ring = comm->ringOrder + c * n;
+    int next = ring[(comm->ringPos[c] + 1) % n];
+    int prev = ring[(comm->ringPos[c] + n - 1) % n];
+    comm->ringSend[c].peer = next;
+    comm->ringRecv[c].peer = prev;
+    setConn(&t[c], comm->devPeerBase[next] + fifoOff(comm, c), mine + headOff(c), comm, next);
+    setConn(&t[ANYCCL_MAX_CHANNELS + c], mine + fifoOff(comm, c), comm->devPeerBase[prev] + headOff(c), comm, prev);
+    if (n > 1)
+      INFO(NCCL_INIT | NCCL_P2P, "Channel %02d/%d : %d[%d] -> %d[%d] via P2P/%s", c, comm->nChannels, r,
+           comm->cudaDev, next, comm->peerInfo[next].cudaDev, comm->devPeerIpc[next] ? "IPC" : "direct pointer");
+  }
+  for (int q = 0; q < n; q++) {
+    comm->p2pSend[q].peer = comm->p2pRecv[q].peer = q;
+    if (q == r) continue;
+    setConn(&t[2 * ANYCCL_MAX_CHANNELS + q], comm->devPeerBase[q] + fifoOff(comm, comm->nChannels + r),
+            mine + headOff(comm->nChannels + q), comm, q);
+    setConn(&t[2 * ANYCCL_MAX_CHANNELS + n + q], mine + fifoOff(comm, comm->nChannels + q),
+            comm->devPeerBase[q] + headOff(comm->nChannels + r), comm, q);
+  }
+  ncclResult_t res = ncclSuccess;
+  int e = acuMalloc((void**)&comm->devConns, comm->nDevConns * sizeof(*t));
+  if (e == 0) e = acuMemcpyHtoD(comm->devConns, t, comm->nDevConns * sizeof(*t));
+  free(t);
+  if (e != 0) {
+    WARN("cuda backend: cannot set up the connection table: %s (%d)", acuErrorString(e), e);
+    return ncclUnhandledCudaError;
+  }
+  /* Nobody writes into a peer's segment before every rank has mapped it. */
+  NCCLCHECK(bootstrapBarrier(comm->bootstrap, 0x7302));
+  INFO(NCCL_INIT, "cuda backend: %d channels, %d slots of %zu bytes per connection, segment %zu MB", comm->nChannels,
+       comm->nslots, comm->slotBytes, comm->devSegSize >> 20);
+  return res;
+}
+
+void anycclCudaFree(struct ncclComm* comm) {
+  if (!comm->cuda) return;
+  int saved = -1;
+  acuGetDevice(&saved);
+  acuSetDevice(comm->cudaDev);
+  acuDeviceSynchronize(); /* kernels still using the segments (bounded: they watch abort) */
+  if (comm->devPeerBase)
+    for (int q = 0; q < comm->nRanks; q++)
+      if (comm->devPeerIpc[q] && comm->devPeerBase[q]) acuIpcCloseMemHandle(comm->devPeerBase[q]);
+  free(comm->devPeerBase);
+  free(comm->devPeerIpc);
+  comm->devPeerBase = NULL;
+  comm->devPeerIpc = NULL;
+  if (comm->devConns) acuFree(comm->devConns);
+  if (comm->devScratch) acuFree(comm->devScratch);
+  if (comm->devSeg) acuFree(comm->devSeg);
+  if (comm->cuShared) acuFreeHost(comm->cuShared);
+  comm->devConns = NULL;
+  comm->devScratch = comm->devSeg = NULL;
+  comm->cuShared = NULL;
+  free(comm->p2pSend);
+  free(comm->p2pRecv);
+  comm->p2pSend = comm->p2pRecv = NULL;
+  if (saved >= 0) acuSetDevice(saved);
+}
+
+void anycclCudaAbort(struct ncclComm* comm) {
+  if (comm->cuda && comm->cuShared) comm->cuShared->abort = 1;
+}
+
+/* An error a kernel reported, as an ncclResult_t (ncclSuccess if none). */
+ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
+  if (!comm->cuda || comm->cuShared == NULL) return ncclSuccess;
+  uint32_t err = comm->cuShared->err;
+  if (err == ACU_ERR_NONE) return ncclSuccess;
+  if (!comm->cuErrReported) {
+    comm->cuErrReported = 1;
+    if (err == ACU_ERR_SIZE)
+      WARN("rank %d expected %llu bytes from rank %d but got %llu: ranks called the operation with different "
+           "counts, types or roots",
+           comm->rank, (unsigned long long)comm->cuShared->expected, comm->cuShared->errPeer,
+           (unsigned long long)comm->cuShared->got);
+    else
+      WARN("rank %d made no progress for %lld s waiting for rank %d (ANYCCL_OP_TIMEOUT): a peer is gone or did not "
+           "call the same operation", comm->rank, (long long)comm->opTimeoutSec, comm->cuShared->errPeer);
+  }
+  return err == ACU_ERR_SIZE ? ncclInvalidUsage : ncclSystemError;
+}
+
+/* ---- plan launch --------------------------------------------------------------- */
+static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
+
+static int laneConnCount(const struct anycclLane* l) {
+  int m = 0;
+  for (int i = 0; i < l->nsteps; i++) {
+    if (l->steps[i].recv + 1 > m) m = l->steps[i].recv + 1;
+    if (l->steps[i].send + 1 > m) m = l->steps[i].send + 1;
+  }
+  return m;
+}
+
+static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase* ph, unsigned char* buf,
+                                size_t cap, size_t* bytes) {
+  int nsteps = 0, nconns = 0, nops = 0;
+  for (int i = 0; i < ph->nlanes; i++) {
+    const struct anycclLane* l = &ph->lanes[i];
+    if (l->kind == LANE_STEPS) {
+      nsteps += l->nsteps;
+      nconns += laneConnCount(l);
+    } else {
+      nops += l->nops;
+    }
+  }
+  size_t offLanes = sizeof(struct acuPhase);
+  size_t offSteps = offLanes + sizeof(struct acuLane) * ph->nlanes;
+  size_t offConns = offSteps + pad8(sizeof(struct acuStep) * nsteps);
+  size_t offOps = offConns + pad8(sizeof(uint16_t) * nconns);
+  size_t total = offOps + sizeof(struct acuOp) * nops;
+  if (total > cap || ph->nlanes > 65535) {
+    WARN("%s: the phase needs a %zu-byte kernel parameter blob (%d lanes, %d steps, %d ops); at most %zu bytes fit",
+         ph->what, total, ph->nlanes, nsteps, nops, cap);
+    return ncclInternalError;
+  }
+  memset(buf, 0, total);
+  struct acuPhase* h = (struct acuPhase*)buf;
+  struct acuLane* lanes = (struct acuLane*)(buf + offLanes);
+  struct acuStep* steps = (struct acuStep*)(buf + offSteps);
+  uint16_t* conns = (uint16_t*)(buf + offConns);
+  struct acuOp* ops = (struct acuOp*)(buf + offOps);
+  h->in = (uint64_t)(uintptr_t)ph->in;
+  h->out = (uint64_t)(uintptr_t)ph->out;
+  h->scalar = ph->op.scalar;
+  h->scalarPtr = (uint64_t)(uintptr_t)ph->scalarPtr;
+  h->divisor = ph->op.divisor;
+  h->conns = comm->devConns;
+  h->shared = comm->cuSharedDev;
+  h->timeoutNs = comm->opTimeoutSec > 0 ? (uint64_t)comm->opTimeoutSec * 1000000000ull : 0;
+  h->elemSize = (uint32_t)ph->elemSize;
+  h->type = (uint8_t)ph->op.type;
+  h->op = (uint8_t)ph->op.op;
+  h->reduce = (uint8_t)ph->reduce;
+  h->nlanes = (uint16_t)ph->nlanes;
+  h->nsteps = (uint16_t)nsteps;
+  h->nconns = (uint16_t)nconns;
+  h->nops = (uint16_t)nops;
+  h->bytes = (uint32_t)total;
+  h->rank = comm->rank;
+  int ks = 0, kc = 0, ko = 0;
+  for (int i = 0; i < ph->nlanes; i++) {
+    const struct anycclLane* l = &ph->lanes[i];
+    struct acuLane* d = &lanes[i];
+    d->kind = l->kind == LANE_STEPS ? ACU_LANE_STEPS
+              : l->kind == LANE_P2P_SEND ? ACU_LANE_SEND
+              : l->kind == LANE_P2P_RECV ? ACU_LANE_RECV
+                                         : ACU_LANE_COPY;
+    if (l->kind == LANE_STEPS) {
+      int nc = laneConnCount(l);
+      d->nsteps = (uint8_t)l->nsteps;
+      d->stepOff = (uint16_t)ks;
+      d->connOff = (uint16_t)kc;
+      for (int s = 0; s < l->nsteps; s++) {
+        const struct anycclStep* st = &l->steps[s];
+        steps[ks++] = (struct acuStep){st->recv, st->send, st->in0, st->in1, st->out, 0, st->chunk, st->inChunk,
+                                        st->outChunk};
+      }
+      for (int c = 0; c < nc; c++) {
+        int idx = l->conns[c] ? connIndex(comm, l->conns[c]) : -1;
+        conns[kc++] = idx < 0 ? 0xffff : (uint16_t)idx;
+      }
+      d->lenTotal = l->lenTotal;
+      d->lenStride = l->lenStride;
+      d->inStride = l->inStride;
+      d->outStride = l->outStride;
+      d->begin = l->begin;
+      d->end = l->end;
+      d->slice = l->slice;
+      if (l->scratch) d->scratch = (uint64_t)(uintptr_t)(comm->devScratch + (l->scratch - comm->scratch));
+    } else {
+      d->nops = (uint16_t)l->nops;
+      d->opOff = (uint16_t)ko;
+      for (int k = 0; k < l->nops; k++) ops[ko++] = (struct acuOp){(uint64_t)(uintptr_t)l->ops[k].ptr, l->ops[k].bytes};
+      if (l->conn) {
+        int idx = connIndex(comm, l->conn);
+        if (idx < 0) {
+          WARN("internal: %s lane %d has an unknown connection", ph->what, i);
+          return ncclInternalError;
+        }
+        d->conn = (uint16_t)idx;
+      }
+    }
+  }
+  *bytes = total;
+  return ncclSuccess;
+}
+
+ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream) {
+  ncclResult_t res = ncclSuccess;
+  unsigned char* buf = malloc(ACU_BLOB_LARGE);
+  if (buf == NULL) {
+    anycclPlanFree(plan);
+    return ncclSystemError;
+  }
+  for (int p = 0; p < plan->nphases && res == ncclSuccess; p++) {
+    const struct anycclPhase* ph = &plan->phases[p];
+    if (ph->nlanes == 0) continue;
+    size_t bytes = 0;
+    res = encodePhase(comm, ph, buf, ACU_BLOB_LARGE, &bytes);
+    if (res != ncclSuccess) break;
+    int e = acuLaunchPhase((const struct acuPhase*)buf, (void*)stream);
+    if (e != 0) {
+      WARN("%s: kernel launch on stream %p failed: %s (%d); is the stream valid and on device %d?", ph->what,
+           (void*)stream, acuErrorString(e), e, comm->cudaDev);
+      res = ncclUnhandledCudaError;
+    }
+  }
+  free(buf);
+  plan->seq = comm->launches++;
+  anycclPlanFree(plan);
+  return res;
+}

@@ -1,0 +1,82 @@
+/* The real CUDA runtime behind the core's runtime table (cuda_exec.h).
+ * libnccl links the runtime statically and keeps its symbols local, as NCCL
+ * does: the runtime loads libcuda at run time, so a machine with no driver
+ * still loads libnccl (and uses the cpu backend through anyccl-cpu). */
+#include <cuda_runtime.h>
+#include <string.h>
+#include "cuda_exec.h"
+
+extern "C" {
+
+int acuDeviceCount(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+const char* acuErrorString(int err) { return cudaGetErrorString((cudaError_t)err); }
+int acuGetDevice(int* dev) { return cudaGetDevice(dev); }
+int acuSetDevice(int dev) { return cudaSetDevice(dev); }
+int acuGetDeviceCount(int* n) { return cudaGetDeviceCount(n); }
+int acuDeviceGetPCIBusId(char* busId, int len, int dev) { return cudaDeviceGetPCIBusId(busId, len, dev); }
+int acuLaunchHostFunc(void* stream, void (*fn)(void*), void* arg) {
+  return cudaLaunchHostFunc((cudaStream_t)stream, fn, arg);
+}
+int acuMalloc(void** p, size_t size) { return cudaMalloc(p, size); }
+int acuFree(void* p) { return cudaFree(p); }
+int acuStreamSynchronize(void* stream) { return cudaStreamSynchronize((cudaStream_t)stream); }
+int acuEventCreateWithFlags(void** ev, unsigned flags) { return cudaEventCreateWithFlags((cudaEvent_t*)ev, flags); }
+int acuEventRecord(void* ev, void* stream) { return cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream); }
+int acuStreamWaitEvent(void* stream, void* ev, unsigned flags) {
+  return cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)ev, flags);
+}
+int acuEventDestroy(void* ev) { return cudaEventDestroy((cudaEvent_t)ev); }
+int acuStreamGetDevice(void* stream, int* dev) { return cudaStreamGetDevice((cudaStream_t)stream, dev); }
+int acuIpcGetMemHandle(void* handle64, void* p) { return cudaIpcGetMemHandle((cudaIpcMemHandle_t*)handle64, p); }
+int acuIpcOpenMemHandle(void** p, const void* handle64) {
+  cudaIpcMemHandle_t h;
+  memcpy(&h, handle64, sizeof(h));
+  return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess);
+}
+int acuIpcCloseMemHandle(void* p) { return cudaIpcCloseMemHandle(p); }
+int acuMemsetD(void* p, int v, size_t n) { return cudaMemset(p, v, n); }
+int acuMemcpyHtoD(void* dst, const void* src, size_t n) { return cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice); }
+int acuMemcpyDtoH(void* dst, const void* src, size_t n) { return cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost); }
+int acuHostAllocMapped(void** host, void** dev, size_t n) {
+  cudaError_t e = cudaHostAlloc(host, n, cudaHostAllocMapped | cudaHostAllocPortable);
+  if (e != cudaSuccess) return e;
+  memset(*host, 0, n);
+  return cudaHostGetDevicePointer(dev, *host, 0);
+}
+int acuFreeHost(void* p) { return cudaFreeHost(p); }
+int acuCanAccessPeer(int dev, int peerDev) {
+  int can = 0;
+  if (cudaDeviceCanAccessPeer(&can, dev, peerDev) != cudaSuccess) return 0;
+  return can;
+}
+int acuEnablePeer(int dev, int peerDev) {
+  int saved = 0;
+  cudaGetDevice(&saved);
+  cudaSetDevice(dev);
+  cudaError_t e = cudaDeviceEnablePeerAccess(peerDev, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();
+    e = cudaSuccess;
+  }
+  cudaSetDevice(saved);
+  return e;
+}
+int acuDeviceSynchronize(void) { return cudaDeviceSynchronize(); }
+int acuPointerIsDevice(const void* p, int* dev) {
+  cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (dev) *dev = a.device;
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+}  // extern "C"

@@ -1,0 +1,143 @@
+/* The contract between the C core and the CUDA code (the .cu files in src/cuda): plain
+ * fixed-width types only, so that the core never sees the real CUDA headers
+ * and the .cu files never see the core's (which carry anyccl-cpu's runtime
+ * headers). See docs/architecture.md, "The cuda backend".
+ *
+ * A phase of a plan travels to the GPU as one kernel-parameter blob: a
+ * header, then the lanes, steps, connection indices and p2p ops it points
+ * into (offsets). The kernel runs one block per lane. Kernel parameters are
+ * copied at launch, so a launch needs no host synchronisation and is
+ * captured by CUDA graphs as it is. */
+#ifndef ANYCCL_CUDA_EXEC_H
+#define ANYCCL_CUDA_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device-side end of a connection (lives in the owner's device memory). A
+ * FIFO's slots, tail and sizes are in the receiver's memory, its head in the
+ * sender's: each side polls local memory and writes remote memory. */
+struct acuConn {
+  char* buf;          /* nslots * slotBytes */
+  uint64_t* tail;     /* slots posted by the sender */
+  uint64_t* sizes;    /* [nslots]: bytes in each slot */
+  uint64_t* head;     /* slots consumed by the receiver */
+  uint64_t step;      /* sender: posted; receiver: consumed (kept across launches) */
+  uint32_t nslots;
+  uint32_t slotBytes;
+  int32_t peer;
+  int32_t pad;
+};
+
+/* Host-mapped per-communicator state the kernels watch and report into. */
+struct acuShared {
+  volatile uint32_t abort;     /* set by ncclCommAbort/Revoke */
+  volatile uint32_t err;       /* ACU_ERR_* once a kernel failed */
+  volatile int32_t errPeer;
+  volatile uint32_t pad;
+  volatile uint64_t expected, got; /* size mismatch details */
+};
+enum { ACU_ERR_NONE = 0, ACU_ERR_SIZE = 1, ACU_ERR_TIMEOUT = 2 };
+
+enum { ACU_LANE_STEPS = 0, ACU_LANE_SEND, ACU_LANE_RECV, ACU_LANE_COPY };
+
+struct acuStep { /* same meaning as struct anycclStep (plan.h) */
+  int8_t recv, send;
+  uint8_t in0, in1, out, pad;
+  int16_t chunk, inChunk, outChunk;
+};
+
+struct acuLane {
+  uint8_t kind;
+  uint8_t nsteps;
+  uint16_t nops;
+  uint16_t stepOff; /* index into the blob's steps */
+  uint16_t connOff; /* index into the blob's conns (STEPS) */
+  uint16_t opOff;   /* index into the blob's ops (SEND/RECV/COPY) */
+  uint16_t conn;    /* SEND/RECV: connection index */
+  uint32_t pad;
+  uint64_t lenTotal, lenStride, inStride, outStride, begin, end, slice;
+  uint64_t scratch;  /* device scratch for BUF_SCRATCH */
+};
+
+struct acuOp {
+  uint64_t ptr, bytes;
+};
+
+struct acuPhase {
+  uint64_t in, out;
+  uint64_t scalar;     /* PreMulSum scalar bits (low bytes), if scalarPtr == 0 */
+  uint64_t scalarPtr;  /* device pointer to the scalar, or 0 */
+  uint64_t divisor;    /* SumPostDiv */
+  struct acuConn* conns;  /* the communicator's device connection table */
+  struct acuShared* shared;
+  uint64_t timeoutNs;  /* 0 = wait forever */
+  uint32_t elemSize;
+  uint8_t type;        /* ncclDataType_t */
+  uint8_t op;          /* anycclDevRedOp */
+  uint8_t reduce;
+  uint8_t pad;
+  uint16_t nlanes, nsteps, nconns, nops;
+  uint32_t bytes;      /* header + arrays, as sent */
+  int32_t rank;
+  /* then: struct acuLane[nlanes], struct acuStep[nsteps] (padded to 8),
+   * uint16_t conns[nconns] (padded to 8), struct acuOp[nops] */
+};
+
+/* Blob capacities: the small blob keeps launches cheap; larger phases take
+ * the large one (kernel parameters up to 32 KB, CUDA 12.1+ on sm_70+). */
+#define ACU_BLOB_SMALL 4000
+#define ACU_BLOB_LARGE 32000
+#define ACU_THREADS 512
+
+/* In C (the core) the functions below are weak references: a libnccl built
+ * without nvcc, and the unit-test archive, have none (acuDeviceCount is then
+ * NULL and the cuda backend is off). */
+#if defined(__cplusplus)
+#define ACU_FN
+#else
+#define ACU_FN __attribute__((weak))
+#endif
+
+/* ---- runtime (src/cuda/rt.cu): the real CUDA runtime, linked statically --- */
+ACU_FN int acuDeviceCount(void); /* 0 when there is no driver or no GPU */
+ACU_FN const char* acuErrorString(int err);
+ACU_FN int acuGetDevice(int* dev);
+ACU_FN int acuSetDevice(int dev);
+ACU_FN int acuGetDeviceCount(int* n);
+ACU_FN int acuDeviceGetPCIBusId(char* busId, int len, int dev);
+ACU_FN int acuLaunchHostFunc(void* stream, void (*fn)(void*), void* arg);
+ACU_FN int acuMalloc(void** p, size_t size);
+ACU_FN int acuFree(void* p);
+ACU_FN int acuStreamSynchronize(void* stream);
+ACU_FN int acuEventCreateWithFlags(void** ev, unsigned flags);
+ACU_FN int acuEventRecord(void* ev, void* stream);
+ACU_FN int acuStreamWaitEvent(void* stream, void* ev, unsigned flags);
+ACU_FN int acuEventDestroy(void* ev);
+ACU_FN int acuStreamGetDevice(void* stream, int* dev);
+ACU_FN int acuIpcGetMemHandle(void* handle64, void* p);
+ACU_FN int acuIpcOpenMemHandle(void** p, const void* handle64);
+ACU_FN int acuIpcCloseMemHandle(void* p);
+ACU_FN int acuMemsetD(void* p, int v, size_t n);                    /* synchronous */
+ACU_FN int acuMemcpyHtoD(void* dst, const void* src, size_t n);     /* synchronous */
+ACU_FN int acuMemcpyDtoH(void* dst, const void* src, size_t n);     /* synchronous */
+ACU_FN int acuHostAllocMapped(void** host, void** dev, size_t n);
+ACU_FN int acuFreeHost(void* p);
+ACU_FN int acuEnablePeer(int dev, int peerDev);                     /* 0 or already enabled */
+ACU_FN int acuCanAccessPeer(int dev, int peerDev);
+ACU_FN int acuDeviceSynchronize(void);
+ACU_FN int acuPointerIsDevice(const void* p, int* dev);             /* 1 if device/managed memory */
+
+/* ---- executor (src/cuda/exec.cu) ---------------------------------------- */
+/* Launch one phase blob on `stream` with `grid` blocks; returns a CUDA error. */
+ACU_FN int acuLaunchPhase(const struct acuPhase* blob, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
