@@ -62,9 +62,13 @@ static ncclResult_t checkTask(struct ncclComm* comm, struct anycclTask* t) {
     WARN("%s: recvbuff is NULL with count %zu; pass a device buffer", fn, t->count);
     return ncclInvalidArgument;
   }
-  if (t->stream != NULL && anycclRt.streamGetDevice != NULL) {
+  /* cudaStreamGetDevice is not allowed on a stream being captured into a
+   * CUDA graph (it would invalidate the capture): skip the check then. */
+  if (t->stream != NULL && anycclRt.streamGetDevice != NULL &&
+      !(anycclRt.streamIsCapturing && anycclRt.streamIsCapturing(t->stream))) {
     int dev = -1;
-    if (anycclRt.streamGetDevice(t->stream, &dev) != 0) {
+    int e = anycclRt.streamGetDevice(t->stream, &dev);
+    if (e != 0) {
       WARN("%s: stream %p is not a valid stream", fn, (void*)t->stream);
       return ncclInvalidArgument;
     }

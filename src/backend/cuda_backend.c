@@ -3,14 +3,21 @@
  * parameter blob, cuda_exec.h). The algorithms are the same schedules the
  * cpu executor runs (algo/schedule.c).
  *
- * Segment layout in device memory, the same on every rank:
- *   heads [nChannels + nRanks] (64 bytes apart, 4 KB aligned)
- *   FIFO  [nChannels + nRanks]: ctrl (tail at 0, sizes at 64; 4 KB) + slots
- * FIFO c (< nChannels) is the ring channel c receive FIFO; FIFO nChannels+q
- * receives from rank q. Head h of a rank is the head of its send connection
- * h (ring channel h, or nChannels+q: sends to rank q). */
+ * Segment layout in device memory, the same on every rank (K = p2pChannels):
+ *   heads [nChannels + K*nRanks] (64 bytes apart, 4 KB aligned)
+ *   FIFO  [nChannels + K*nRanks]: ctrl (tail at 0, sizes at 64; 4 KB) + slots
+ * FIFO c (< nChannels) is the ring channel c receive FIFO; FIFO
+ * nChannels + k*nRanks + q receives from rank q on p2p channel k. Head h of
+ * a rank is the head of its send connection h (ring channel h, or
+ * nChannels + k*nRanks + q: sends to rank q on p2p channel k).
+ *
+ * Point-to-point lanes and direct (one-shot) lanes use one connection per
+ * peer in the schedule; here each is cut into up to K lanes, one GPU block
+ * each, over K connections per peer pair: both ends cut the same way (the
+ * cut depends only on the sizes, which the two ends agree on). */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "bootstrap.h"
 #include "checks.h"
 #include "comm.h"
@@ -30,7 +37,8 @@
 
 static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-static size_t headsBytes(const struct ncclComm* comm) { return alignUp((size_t)(comm->nChannels + comm->nRanks) * 64, 4096); }
+static int nFifos(const struct ncclComm* comm) { return comm->nChannels + comm->p2pChannels * comm->nRanks; }
+static size_t headsBytes(const struct ncclComm* comm) { return alignUp((size_t)nFifos(comm) * 64, 4096); }
 static size_t fifoBytes(const struct ncclComm* comm) { return 4096 + alignUp((size_t)comm->nslots * comm->slotBytes, 4096); }
 static size_t fifoOff(const struct ncclComm* comm, int i) { return headsBytes(comm) + (size_t)i * fifoBytes(comm); }
 static size_t headOff(int i) { return (size_t)i * 64; }
@@ -45,6 +53,10 @@ static int connIndex(const struct ncclComm* comm, const struct anycclConn* c) {
   if (c >= comm->p2pRecv && c < comm->p2pRecv + comm->nRanks)
     return 2 * ANYCCL_MAX_CHANNELS + comm->nRanks + (int)(c - comm->p2pRecv);
   return -1;
+}
+/* The same connection on p2p channel k (ring connections have one). */
+static int connSub(const struct ncclComm* comm, int idx, int k) {
+  return idx >= 2 * ANYCCL_MAX_CHANNELS ? idx + k * 2 * comm->nRanks : idx;
 }
 
 static void setConn(struct acuConn* d, char* fifo, char* head, const struct ncclComm* comm, int peer) {
@@ -61,10 +73,20 @@ static void setConn(struct acuConn* d, char* fifo, char* head, const struct nccl
 ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   int n = comm->nRanks, r = comm->rank;
   comm->cuda = 1;
-  comm->devSegSize = fifoOff(comm, comm->nChannels + n);
+  int k = (int)anycclParamInt(PARAM_CUDA_P2P_CHANNELS);
+  comm->p2pChannels = k < 1 ? 1 : k > ANYCCL_MAX_CHANNELS ? ANYCCL_MAX_CHANNELS : k;
+  comm->llThreshold = (size_t)anycclParamInt(PARAM_CUDA_LL_THRESHOLD);
+  comm->sliceBytes = (size_t)anycclParamInt(PARAM_CUDA_SLICE);
+  if (comm->sliceBytes < 4096 || comm->sliceBytes > comm->slotBytes) comm->sliceBytes = comm->slotBytes;
+  const char* proto = anycclParamStr(PARAM_PROTO);
+  if (proto && strcasecmp(proto, "LL") == 0) comm->llThreshold = (size_t)-1;
+  else if (proto && strcasecmp(proto, "Simple") == 0) comm->llThreshold = 0;
+  else if (proto && r == 0) WARN("NCCL_PROTO=%s: unknown here (Simple, LL); choosing by size", proto);
+  comm->devSegSize = fifoOff(comm, nFifos(comm));
   ACUCHECK(acuMalloc((void**)&comm->devSeg, comm->devSegSize));
   ACUCHECK(acuMemsetD(comm->devSeg, 0, comm->devSegSize));
-  ACUCHECK(acuMalloc((void**)&comm->devScratch, (size_t)comm->nChannels * comm->slotBytes));
+  int nscratch = comm->nChannels > comm->p2pChannels ? comm->nChannels : comm->p2pChannels;
+  ACUCHECK(acuMalloc((void**)&comm->devScratch, (size_t)nscratch * comm->slotBytes));
   void* sharedDev = NULL;
   ACUCHECK(acuHostAllocMapped((void**)&comm->cuShared, &sharedDev, sizeof(struct acuShared)));
   comm->cuSharedDev = sharedDev;
@@ -111,7 +133,7 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   }
 
   /* The device connection table. */
-  comm->nDevConns = 2 * ANYCCL_MAX_CHANNELS + 2 * n;
+  comm->nDevConns = 2 * ANYCCL_MAX_CHANNELS + comm->p2pChannels * 2 * n;
   struct acuConn* t;
   ANYCCL_CALLOC(t, comm->nDevConns);
   char* mine = comm->devSeg;
@@ -130,10 +152,13 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   for (int q = 0; q < n; q++) {
     comm->p2pSend[q].peer = comm->p2pRecv[q].peer = q;
     if (q == r) continue;
-    setConn(&t[2 * ANYCCL_MAX_CHANNELS + q], comm->devPeerBase[q] + fifoOff(comm, comm->nChannels + r),
-            mine + headOff(comm->nChannels + q), comm, q);
-    setConn(&t[2 * ANYCCL_MAX_CHANNELS + n + q], mine + fifoOff(comm, comm->nChannels + q),
-            comm->devPeerBase[q] + headOff(comm->nChannels + r), comm, q);
+    for (int s = 0; s < comm->p2pChannels; s++) {
+      int base = comm->nChannels + s * n;
+      setConn(&t[2 * ANYCCL_MAX_CHANNELS + s * 2 * n + q], comm->devPeerBase[q] + fifoOff(comm, base + r),
+              mine + headOff(base + q), comm, q);
+      setConn(&t[2 * ANYCCL_MAX_CHANNELS + s * 2 * n + n + q], mine + fifoOff(comm, base + q),
+              comm->devPeerBase[q] + headOff(base + r), comm, q);
+    }
   }
   ncclResult_t res = ncclSuccess;
   int e = acuMalloc((void**)&comm->devConns, comm->nDevConns * sizeof(*t));
@@ -145,8 +170,8 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   }
   /* Nobody writes into a peer's segment before every rank has mapped it. */
   NCCLCHECK(bootstrapBarrier(comm->bootstrap, 0x7302));
-  INFO(NCCL_INIT, "cuda backend: %d channels, %d slots of %zu bytes per connection, segment %zu MB", comm->nChannels,
-       comm->nslots, comm->slotBytes, comm->devSegSize >> 20);
+  INFO(NCCL_INIT, "cuda backend: %d ring channels, %d p2p channels, %d slots of %zu bytes per connection, segment %zu MB",
+       comm->nChannels, comm->p2pChannels, comm->nslots, comm->slotBytes, comm->devSegSize >> 20);
   return res;
 }
 
@@ -211,11 +236,88 @@ static int laneConnCount(const struct anycclLane* l) {
   return m;
 }
 
-static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase* ph, unsigned char* buf,
-                                size_t cap, size_t* bytes) {
-  int nsteps = 0, nconns = 0, nops = 0;
+/* One GPU lane: a plan lane, or the k-th cut of one. */
+struct gpuLane {
+  const struct anycclLane* l;
+  int k;                  /* p2p channel */
+  int cuts;               /* SEND/RECV: how many ways the ops are cut */
+  uint64_t begin, end;    /* STEPS: element range */
+};
+
+#define P2P_CUT_MIN (64 << 10)      /* p2p ops from this size are cut over the p2p channels */
+#define DIRECT_CUT_BYTES (4 << 10)  /* a direct lane takes one more block per this many bytes */
+
+static int isP2pLane(const struct ncclComm* comm, const struct anycclLane* l) {
+  for (int c = 0; c < ANYCCL_MAX_LANE_CONNS; c++)
+    if (l->conns[c] && connIndex(comm, l->conns[c]) >= 2 * ANYCCL_MAX_CHANNELS) return 1;
+  return 0;
+}
+
+/* Byte range of op piece k of `cuts` (64-byte aligned pieces). */
+static void opPiece(uint64_t bytes, int k, int cuts, uint64_t* off, uint64_t* len) {
+  if (cuts == 1 || bytes < P2P_CUT_MIN) {
+    *off = 0;
+    *len = k == 0 ? bytes : 0;
+    return;
+  }
+  uint64_t part = ((bytes + cuts - 1) / cuts + 63) & ~(uint64_t)63;
+  uint64_t b = part * k < bytes ? part * k : bytes;
+  uint64_t e = b + part < bytes ? b + part : bytes;
+  *off = b;
+  *len = e - b;
+}
+
+/* Cut the plan's lanes into GPU lanes; returns how many (0 on overflow). */
+static int cutLanes(const struct ncclComm* comm, const struct anycclPhase* ph, struct gpuLane* out, int cap) {
+  int n = 0, K = comm->p2pChannels;
   for (int i = 0; i < ph->nlanes; i++) {
     const struct anycclLane* l = &ph->lanes[i];
+    if (l->kind == LANE_STEPS && isP2pLane(comm, l) && l->end > l->begin) {
+      uint64_t elems = l->end - l->begin;
+      uint64_t cuts = elems * ph->elemSize / DIRECT_CUT_BYTES + 1;
+      if (cuts > (uint64_t)K) cuts = K;
+      uint64_t align = ph->elemSize >= 16 ? 1 : 16 / ph->elemSize;
+      uint64_t part = ((elems + cuts - 1) / cuts + align - 1) / align * align;
+      for (uint64_t k = 0; k < cuts; k++) {
+        uint64_t b = l->begin + k * part, e = b + part;
+        if (b >= l->end) break;
+        if (n == cap) return 0;
+        out[n++] = (struct gpuLane){l, (int)k, 1, b, e < l->end ? e : l->end};
+      }
+    } else if (l->kind == LANE_P2P_SEND || l->kind == LANE_P2P_RECV) {
+      int cuts = 1;
+      for (int j = 0; j < l->nops; j++)
+        if (l->ops[j].bytes >= P2P_CUT_MIN) cuts = K;
+      for (int k = 0; k < cuts; k++) {
+        int any = 0;
+        for (int j = 0; j < l->nops && !any; j++) {
+          uint64_t off, len;
+          opPiece(l->ops[j].bytes, k, cuts, &off, &len);
+          any = len > 0;
+        }
+        if (!any) continue;
+        if (n == cap) return 0;
+        out[n++] = (struct gpuLane){l, k, cuts, 0, 0};
+      }
+    } else {
+      if (n == cap) return 0;
+      out[n++] = (struct gpuLane){l, 0, 1, l->begin, l->end};
+    }
+  }
+  return n;
+}
+
+static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase* ph, unsigned char* buf,
+                                size_t cap, size_t* bytes) {
+  struct gpuLane gl[1024];
+  int nl = cutLanes(comm, ph, gl, 1024);
+  if (nl == 0 && ph->nlanes > 0) {
+    WARN("%s: more than 1024 GPU lanes in one phase", ph->what);
+    return ncclInternalError;
+  }
+  int nsteps = 0, nconns = 0, nops = 0;
+  for (int i = 0; i < nl; i++) {
+    const struct anycclLane* l = gl[i].l;
     if (l->kind == LANE_STEPS) {
       nsteps += l->nsteps;
       nconns += laneConnCount(l);
@@ -224,13 +326,13 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
     }
   }
   size_t offLanes = sizeof(struct acuPhase);
-  size_t offSteps = offLanes + sizeof(struct acuLane) * ph->nlanes;
+  size_t offSteps = offLanes + sizeof(struct acuLane) * nl;
   size_t offConns = offSteps + pad8(sizeof(struct acuStep) * nsteps);
   size_t offOps = offConns + pad8(sizeof(uint16_t) * nconns);
   size_t total = offOps + sizeof(struct acuOp) * nops;
-  if (total > cap || ph->nlanes > 65535) {
+  if (total > cap) {
     WARN("%s: the phase needs a %zu-byte kernel parameter blob (%d lanes, %d steps, %d ops); at most %zu bytes fit",
-         ph->what, total, ph->nlanes, nsteps, nops, cap);
+         ph->what, total, nl, nsteps, nops, cap);
     return ncclInternalError;
   }
   memset(buf, 0, total);
@@ -251,15 +353,17 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
   h->type = (uint8_t)ph->op.type;
   h->op = (uint8_t)ph->op.op;
   h->reduce = (uint8_t)ph->reduce;
-  h->nlanes = (uint16_t)ph->nlanes;
+  h->nlanes = (uint16_t)nl;
   h->nsteps = (uint16_t)nsteps;
   h->nconns = (uint16_t)nconns;
   h->nops = (uint16_t)nops;
   h->bytes = (uint32_t)total;
+  h->chunk = (uint32_t)comm->sliceBytes;
   h->rank = comm->rank;
   int ks = 0, kc = 0, ko = 0;
-  for (int i = 0; i < ph->nlanes; i++) {
-    const struct anycclLane* l = &ph->lanes[i];
+  for (int i = 0; i < nl; i++) {
+    const struct anycclLane* l = gl[i].l;
+    int k = gl[i].k;
     struct acuLane* d = &lanes[i];
     d->kind = l->kind == LANE_STEPS ? ACU_LANE_STEPS
               : l->kind == LANE_P2P_SEND ? ACU_LANE_SEND
@@ -277,27 +381,42 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
       }
       for (int c = 0; c < nc; c++) {
         int idx = l->conns[c] ? connIndex(comm, l->conns[c]) : -1;
-        conns[kc++] = idx < 0 ? 0xffff : (uint16_t)idx;
+        conns[kc++] = idx < 0 ? 0xffff : (uint16_t)connSub(comm, idx, k);
       }
       d->lenTotal = l->lenTotal;
       d->lenStride = l->lenStride;
       d->inStride = l->inStride;
       d->outStride = l->outStride;
-      d->begin = l->begin;
-      d->end = l->end;
+      d->begin = gl[i].begin;
+      d->end = gl[i].end;
       d->slice = l->slice;
-      if (l->scratch) d->scratch = (uint64_t)(uintptr_t)(comm->devScratch + (l->scratch - comm->scratch));
+      if (d->slice * ph->elemSize > comm->sliceBytes) d->slice = comm->sliceBytes / ph->elemSize > 0 ? comm->sliceBytes / ph->elemSize : 1;
+      /* Small messages: LL (a slot then carries half its size in payload). */
+      d->ll = ph->count * ph->elemSize <= comm->llThreshold;
+      if (d->ll && d->slice * ph->elemSize > comm->slotBytes / 2) d->slice = comm->slotBytes / 2 / ph->elemSize;
+      if (l->scratch)
+        d->scratch = (uint64_t)(uintptr_t)(comm->devScratch + (l->scratch - comm->scratch) + (size_t)k * comm->slotBytes);
     } else {
-      d->nops = (uint16_t)l->nops;
       d->opOff = (uint16_t)ko;
-      for (int k = 0; k < l->nops; k++) ops[ko++] = (struct acuOp){(uint64_t)(uintptr_t)l->ops[k].ptr, l->ops[k].bytes};
+      for (int j = 0; j < l->nops; j++) {
+        uint64_t off = 0, len = l->ops[j].bytes;
+        if (l->kind != LANE_COPY) opPiece(l->ops[j].bytes, k, gl[i].cuts, &off, &len);
+        if (len == 0 && l->kind != LANE_COPY) continue;
+        ops[ko++] = (struct acuOp){(uint64_t)(uintptr_t)l->ops[j].ptr + off, len};
+      }
+      d->nops = (uint16_t)(ko - d->opOff);
+      if (l->kind != LANE_COPY) {
+        uint64_t most = 0;
+        for (int j = 0; j < l->nops; j++) most = l->ops[j].bytes > most ? l->ops[j].bytes : most;
+        d->ll = most <= comm->llThreshold;
+      }
       if (l->conn) {
         int idx = connIndex(comm, l->conn);
         if (idx < 0) {
           WARN("internal: %s lane %d has an unknown connection", ph->what, i);
           return ncclInternalError;
         }
-        d->conn = (uint16_t)idx;
+        d->conn = (uint16_t)connSub(comm, idx, k);
       }
     }
   }
@@ -318,6 +437,7 @@ ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan
     size_t bytes = 0;
     res = encodePhase(comm, ph, buf, ACU_BLOB_LARGE, &bytes);
     if (res != ncclSuccess) break;
+    if (((struct acuPhase*)buf)->nlanes == 0) continue;
     int e = acuLaunchPhase((const struct acuPhase*)buf, (void*)stream);
     if (e != 0) {
       WARN("%s: kernel launch on stream %p failed: %s (%d); is the stream valid and on device %d?", ph->what,

@@ -40,6 +40,7 @@ static void rtLoad(void) {
     *(void**)&rt.streamWaitEvent = (void*)acuStreamWaitEvent;
     *(void**)&rt.eventDestroy = (void*)acuEventDestroy;
     *(void**)&rt.streamGetDevice = (void*)acuStreamGetDevice;
+    *(void**)&rt.streamIsCapturing = (void*)acuStreamIsCapturing;
     anycclRt = rt;
     return;
   } else if (lookup("cudaLaunchHostFunc") != NULL) {

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "checks.h"
 #include "comm.h"
+#include "rt.h"
 #include "reduce.h"
 
 /* ---- live registry ------------------------------------------------------- */
@@ -169,8 +170,10 @@ ncclResult_t anycclResolveOp(struct ncclComm* comm, ncclRedOp_t op, ncclDataType
   if (u->residence == ncclScalarHostImmediate) {
     out->scalar = u->scalar;
   } else {
-    /* device-resident: host memory in the cpu backend; read at enqueue */
-    memcpy(&out->scalar, u->devScalar, anycclTypeSize(type));
+    /* device-resident: the executor reads it when the op runs (task
+     * scalarPtr); in the cpu backend it is host memory and also read now */
+    out->scalar = 0;
+    if (anycclRt.kind != ANYCCL_BACKEND_CUDA) memcpy(&out->scalar, u->devScalar, anycclTypeSize(type));
   }
   return ncclSuccess;
 }

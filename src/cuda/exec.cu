@@ -20,6 +20,9 @@
 #include <stdint.h>
 #include "cuda_exec.h"
 
+struct BlobTiny {
+  alignas(16) unsigned char b[ACU_BLOB_TINY];
+};
 struct BlobSmall {
   alignas(16) unsigned char b[ACU_BLOB_SMALL];
 };
@@ -124,7 +127,7 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
   typedef typename Ty<TY>::R R;
   typedef typename Ty<TY>::C C;
   constexpr int E = 16 / sizeof(R);
-  constexpr int U = 2;
+  constexpr int U = 4; /* 16-byte loads in flight per thread and input */
   R sbits;
   memcpy(&sbits, &a.scalar, sizeof(R));
   const C s = Ty<TY>::load(sbits);
@@ -204,6 +207,134 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
   }
 }
 
+/* ---- LL (low-latency) protocol ---------------------------------------------
+ * A slot holds 16-byte lines {data0, flag, data1, flag}: 8 payload bytes and
+ * the flag twice, stored with one 16-byte volatile store. The flag is the
+ * connection step + 1, so a line left from an earlier use of the slot never
+ * matches; the receiver polls its lines, with no fence and no tail. */
+__shared__ int sLLStop;
+
+static __device__ __forceinline__ uint2 llRead(const uint4* p, uint32_t flag, volatile uint32_t* abortWord) {
+  uint4 v;
+  for (uint32_t spins = 0;; spins++) {
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
+    if (v.y == flag && v.w == flag) break;
+    if ((spins & 4095) == 4095 && (*abortWord || sLLStop)) {
+      sLLStop = 1;
+      break;
+    }
+  }
+  return make_uint2(v.x, v.z);
+}
+static __device__ __forceinline__ void llWrite(uint4* p, uint2 d, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(d.x), "r"(flag), "r"(d.y), "r"(flag)
+               : "memory");
+}
+/* 8 bytes (or the `len` < 8 left) from memory, any alignment. */
+static __device__ __forceinline__ uint2 ld8(const char* p, int len) {
+  uint2 v = make_uint2(0, 0);
+  if (len == 8 && ((uintptr_t)p & 7) == 0) return *(const uint2*)p;
+  memcpy(&v, p, len);
+  return v;
+}
+static __device__ __forceinline__ void st8(char* p, uint2 v, int len) {
+  if (len == 8 && ((uintptr_t)p & 7) == 0) *(uint2*)p = v;
+  else memcpy(p, &v, len);
+}
+
+struct LLArgs {
+  RedArgs r;
+  bool in0LL, out1LL;     /* in0 is an LL slot / out1 is an LL slot */
+  uint32_t inFlag, outFlag;
+  volatile uint32_t* abortWord;
+};
+
+/* The block moves a.r.n elements through 8-byte units; in0 and out1 may be
+ * LL slots (line u carries unit u). */
+template <int TY, int OP>
+static __device__ __noinline__ void llLoop(const LLArgs& a) {
+  typedef typename Ty<TY>::R R;
+  typedef typename Ty<TY>::C C;
+  constexpr int E = 8 / sizeof(R);
+  R sbits;
+  memcpy(&sbits, &a.r.scalar, sizeof(R));
+  const C s = Ty<TY>::load(sbits);
+  const uint64_t bytes = a.r.n * sizeof(R);
+  const uint64_t units = (bytes + 7) / 8;
+  for (uint64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    int len = bytes - u * 8 < 8 ? (int)(bytes - u * 8) : 8;
+    uint2 x = a.in0LL ? llRead((const uint4*)a.r.in0 + u, a.inFlag, a.abortWord)
+                      : ld8((const char*)a.r.in0 + u * 8, len);
+    uint2 o0 = x, o1 = x;
+    if (a.r.in1 || a.r.pm0 || a.r.pd) {
+      uint2 y = a.r.in1 ? ld8((const char*)a.r.in1 + u * 8, len) : x;
+      R r0[E], r1[E], w0[E], w1[E];
+      memcpy(r0, &x, 8);
+      memcpy(r1, &y, 8);
+#pragma unroll
+      for (int e = 0; e < E; e++) {
+        C v = Ty<TY>::load(r0[e]);
+        if (OP == OP_SUM && a.r.pm0) v = apply<TY, OP_PROD>(v, s);
+        if (a.r.in1) {
+          C w = Ty<TY>::load(r1[e]);
+          if (OP == OP_SUM && a.r.pm1) w = apply<TY, OP_PROD>(w, s);
+          v = apply<TY, OP>(v, w);
+        }
+        R rv = Ty<TY>::store(v);
+        w1[e] = rv;
+        if (OP == OP_SUM && a.r.pd) {
+          uint64_t d = a.r.divisor ? a.r.divisor : 1;
+          if constexpr (Ty<TY>::isInt) {
+            if ((C)-1 < (C)0) rv = (R)((int64_t)v / (int64_t)d);
+            else rv = (R)((uint64_t)v / d);
+          } else {
+            rv = Ty<TY>::store(Ty<TY>::load(rv) / (C)d);
+          }
+        }
+        w0[e] = rv;
+      }
+      memcpy(&o0, w0, 8);
+      memcpy(&o1, w1, 8);
+    }
+    if (a.r.out0) st8((char*)a.r.out0 + u * 8, o0, len);
+    if (a.r.out1) {
+      if (a.out1LL) llWrite((uint4*)a.r.out1 + u, o1, a.outFlag);
+      else st8((char*)a.r.out1 + u * 8, o1, len);
+    }
+  }
+}
+
+template <int TY>
+static __device__ void llType(int op, const LLArgs& a) {
+  switch (op) {
+    case OP_PROD: llLoop<TY, OP_PROD>(a); break;
+    case OP_MAX: llLoop<TY, OP_MAX>(a); break;
+    case OP_MIN: llLoop<TY, OP_MIN>(a); break;
+    default: llLoop<TY, OP_SUM>(a); break;
+  }
+}
+
+/* Copies need no type: 8-byte units as unsigned bytes. */
+static __device__ void llMove(int type, int op, const LLArgs& a) {
+  switch (type) {
+    case 0: llType<0>(op, a); break;
+    case 1: llType<1>(op, a); break;
+    case 2: llType<2>(op, a); break;
+    case 3: llType<3>(op, a); break;
+    case 4: llType<4>(op, a); break;
+    case 5: llType<5>(op, a); break;
+    case 6: llType<6>(op, a); break;
+    case 7: llType<7>(op, a); break;
+    case 8: llType<8>(op, a); break;
+    case 9: llType<9>(op, a); break;
+    case 10: llType<10>(op, a); break;
+    default: llType<11>(op, a); break;
+  }
+}
+
 template <int TY>
 static __device__ void redType(int op, const RedArgs& a) {
   switch (op) {
@@ -236,7 +367,7 @@ static __device__ __noinline__ void copyBytes(uint64_t bytes, const char* src, b
   uintptr_t mis = (uintptr_t)src | (uintptr_t)dst0 | (uintptr_t)dst1;
   uint64_t done = 0;
   if ((mis & 15) == 0) {
-    constexpr int U = 4;
+    constexpr int U = 8; /* 16-byte loads in flight per thread */
     uint64_t nv = bytes / 16;
     const uint4* s = (const uint4*)src;
     uint4* d0 = (uint4*)dst0;
@@ -386,6 +517,38 @@ static __device__ char* bufPtr(const acuPhase* h, const acuLane* l, int buf, con
   }
 }
 
+/* One step in the LL protocol: wait for the send slot to be free (head), move
+ * the data (receivers poll their lines), free the receive slot. */
+static __device__ bool llStep(const acuPhase* h, const acuLane* l, const acuStep* s, acuConn* rc, uint64_t rstep,
+                              acuConn* sc, uint64_t sstep, uint64_t n, uint64_t pos, char* scratch) {
+  if (threadIdx.x == 0) sLLStop = 0;
+  if (!stepWait(h, nullptr, 0, sc, sstep, 0)) return false;
+  LLArgs a;
+  a.r.n = n;
+  a.r.in0 = rc ? rc->buf + (rstep % rc->nslots) * (uint64_t)rc->slotBytes : bufPtr(h, l, s->in0, s, pos, scratch);
+  a.r.in1 = s->in1 != BUF_NONE ? bufPtr(h, l, s->in1, s, pos, scratch) : nullptr;
+  a.r.out0 = s->out != BUF_NONE ? bufPtr(h, l, s->out, s, pos, scratch) : nullptr;
+  a.r.out1 = sc ? sc->buf + (sstep % sc->nslots) * (uint64_t)sc->slotBytes : nullptr;
+  a.r.slot0 = false;
+  a.r.pm0 = h->reduce && h->op == OP_PREMULSUM && !rc && s->in0 == BUF_IN;
+  a.r.pm1 = h->reduce && h->op == OP_PREMULSUM && s->in1 == BUF_IN;
+  a.r.pd = h->reduce && h->op == OP_SUMPOSTDIV && s->out == BUF_OUT;
+  a.r.scalar = h->scalar;
+  if (h->scalarPtr) memcpy(&a.r.scalar, (const void*)h->scalarPtr, h->elemSize);
+  a.r.divisor = h->divisor;
+  a.in0LL = rc != nullptr;
+  a.out1LL = sc != nullptr;
+  a.inFlag = (uint32_t)(rstep + 1);
+  a.outFlag = (uint32_t)(sstep + 1);
+  a.abortWord = &h->shared->abort;
+  bool noop = a.r.out0 == a.r.in0 && !a.r.in1 && !a.r.out1 && !a.r.pm0 && !a.r.pd;
+  if (n > 0 && (a.r.out0 || a.r.out1) && !noop) llMove(h->type, h->reduce ? h->op : OP_SUM, a);
+  __syncthreads();
+  if (sLLStop) return false;
+  if (threadIdx.x == 0 && rc) stVolatile(rc->head, rstep + 1);
+  return true;
+}
+
 static __device__ void stepLane(const Blob& B, const acuLane* l) {
   const acuPhase* h = B.h;
   __shared__ uint64_t steps[64];
@@ -411,6 +574,15 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
       if (n > l->slice) n = l->slice;
       uint64_t bytes = n * h->elemSize;
       uint64_t rstep = rc ? steps[s->recv] : 0, sstep = sc ? steps[s->send] : 0;
+      if (l->ll) {
+        if (!llStep(h, l, s, rc, rstep, sc, sstep, n, pos, scratch)) return;
+        if (threadIdx.x == 0) {
+          if (rc) steps[s->recv] = rstep + 1;
+          if (sc) steps[s->send] = sstep + 1;
+        }
+        __syncthreads();
+        continue;
+      }
       if (!stepWait(h, rc, rstep, sc, sstep, bytes)) return;
       const char* in0 = rc ? rc->buf + (rstep % rc->nslots) * (uint64_t)rc->slotBytes
                            : bufPtr(h, l, s->in0, s, pos, scratch);
@@ -467,11 +639,33 @@ static __device__ void p2pLane(const Blob& B, const acuLane* l) {
   acuConn* c = &h->conns[l->conn];
   uint64_t step = c->step;
   bool send = l->kind == ACU_LANE_SEND;
+  const uint64_t chunk = l->ll ? c->slotBytes / 2 : (h->chunk && h->chunk < c->slotBytes ? h->chunk : c->slotBytes);
   for (int k = 0; k < l->nops; k++) {
     const acuOp* op = &B.ops[l->opOff + k];
-    for (uint64_t sub = 0; sub < op->bytes; sub += c->slotBytes) {
-      uint64_t n = op->bytes - sub < c->slotBytes ? op->bytes - sub : c->slotBytes;
+    for (uint64_t sub = 0; sub < op->bytes; sub += chunk) {
+      uint64_t n = op->bytes - sub < chunk ? op->bytes - sub : chunk;
       char* slot = c->buf + (step % c->nslots) * (uint64_t)c->slotBytes;
+      if (l->ll) {
+        if (threadIdx.x == 0) sLLStop = 0;
+        if (send && !stepWait(h, nullptr, 0, c, step, 0)) return;
+        LLArgs a;
+        memset(&a, 0, sizeof(a));
+        a.r.n = n;
+        a.r.in0 = send ? (const char*)op->ptr + sub : slot;
+        a.r.out0 = send ? nullptr : (char*)op->ptr + sub;
+        a.r.out1 = send ? slot : nullptr;
+        a.in0LL = !send;
+        a.out1LL = send;
+        a.inFlag = a.outFlag = (uint32_t)(step + 1);
+        a.abortWord = &h->shared->abort;
+        if (!send) __syncthreads(); /* sLLStop reset seen by all */
+        llMove(1, OP_SUM, a);
+        __syncthreads();
+        if (sLLStop) return;
+        if (!send && threadIdx.x == 0) stVolatile(c->head, step + 1);
+        step++;
+        continue;
+      }
       if (send) {
         if (!stepWait(h, nullptr, 0, c, step, n)) return;
         copyBytes(n, (const char*)op->ptr + sub, false, slot, nullptr);
@@ -507,6 +701,9 @@ static __device__ void runBlob(const unsigned char* b) {
   }
 }
 
+__global__ void __launch_bounds__(ACU_THREADS) acuKernelTiny(const __grid_constant__ BlobTiny blob) {
+  runBlob(blob.b);
+}
 __global__ void __launch_bounds__(ACU_THREADS) acuKernelSmall(const __grid_constant__ BlobSmall blob) {
   runBlob(blob.b);
 }
@@ -517,7 +714,11 @@ __global__ void __launch_bounds__(ACU_THREADS) acuKernelLarge(const __grid_const
 extern "C" int acuLaunchPhase(const struct acuPhase* blob, void* stream) {
   cudaStream_t s = (cudaStream_t)stream;
   dim3 grid(blob->nlanes), block(ACU_THREADS);
-  if (blob->bytes <= ACU_BLOB_SMALL) {
+  if (blob->bytes <= ACU_BLOB_TINY) {
+    BlobTiny b;
+    memcpy(b.b, blob, blob->bytes);
+    acuKernelTiny<<<grid, block, 0, s>>>(b);
+  } else if (blob->bytes <= ACU_BLOB_SMALL) {
     BlobSmall b;
     memcpy(b.b, blob, blob->bytes);
     acuKernelSmall<<<grid, block, 0, s>>>(b);

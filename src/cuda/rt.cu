@@ -34,6 +34,14 @@ int acuStreamWaitEvent(void* stream, void* ev, unsigned flags) {
 }
 int acuEventDestroy(void* ev) { return cudaEventDestroy((cudaEvent_t)ev); }
 int acuStreamGetDevice(void* stream, int* dev) { return cudaStreamGetDevice((cudaStream_t)stream, dev); }
+int acuStreamIsCapturing(void* stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing((cudaStream_t)stream, &st) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return st != cudaStreamCaptureStatusNone;
+}
 int acuIpcGetMemHandle(void* handle64, void* p) { return cudaIpcGetMemHandle((cudaIpcMemHandle_t*)handle64, p); }
 int acuIpcOpenMemHandle(void** p, const void* handle64) {
   cudaIpcMemHandle_t h;

@@ -9,7 +9,7 @@
 #include "reduce.h"
 #include "transport.h"
 
-#define ANYCCL_MAX_CHANNELS 16
+#define ANYCCL_MAX_CHANNELS 64
 #define ANYCCL_MAX_USER_OPS 64
 
 enum { COMM_INITIALIZING = 0, COMM_READY, COMM_FINALIZED, COMM_FAILED };
@@ -115,6 +115,9 @@ struct ncclComm {
   int* devPeerIpc;               /* [nRanks]: mapped through CUDA IPC (close on free) */
   struct acuConn* devConns;      /* device connection table */
   int nDevConns;
+  size_t sliceBytes;             /* simple-protocol step size cap (also p2p chunks) */
+  size_t llThreshold;            /* messages up to this many bytes use the LL protocol */
+  int p2pChannels;               /* FIFOs (and GPU blocks) per peer pair for p2p and direct lanes */
   char* devScratch;              /* device twin of scratch */
   struct acuShared* cuShared;    /* host-mapped abort/error words */
   struct acuShared* cuSharedDev;

@@ -59,7 +59,8 @@ struct acuLane {
   uint16_t connOff; /* index into the blob's conns (STEPS) */
   uint16_t opOff;   /* index into the blob's ops (SEND/RECV/COPY) */
   uint16_t conn;    /* SEND/RECV: connection index */
-  uint32_t pad;
+  uint8_t ll;       /* LL protocol (flags in the data) instead of simple */
+  uint8_t pad[3];
   uint64_t lenTotal, lenStride, inStride, outStride, begin, end, slice;
   uint64_t scratch;  /* device scratch for BUF_SCRATCH */
 };
@@ -83,13 +84,15 @@ struct acuPhase {
   uint8_t pad;
   uint16_t nlanes, nsteps, nconns, nops;
   uint32_t bytes;      /* header + arrays, as sent */
+  uint32_t chunk;      /* p2p simple-protocol chunk bytes */
   int32_t rank;
   /* then: struct acuLane[nlanes], struct acuStep[nsteps] (padded to 8),
    * uint16_t conns[nconns] (padded to 8), struct acuOp[nops] */
 };
 
-/* Blob capacities: the small blob keeps launches cheap; larger phases take
+/* Blob capacities: the tiny and small blobs keep launches cheap; larger phases take
  * the large one (kernel parameters up to 32 KB, CUDA 12.1+ on sm_70+). */
+#define ACU_BLOB_TINY 1024
 #define ACU_BLOB_SMALL 4000
 #define ACU_BLOB_LARGE 32000
 #define ACU_THREADS 512
@@ -119,6 +122,7 @@ ACU_FN int acuEventRecord(void* ev, void* stream);
 ACU_FN int acuStreamWaitEvent(void* stream, void* ev, unsigned flags);
 ACU_FN int acuEventDestroy(void* ev);
 ACU_FN int acuStreamGetDevice(void* stream, int* dev);
+ACU_FN int acuStreamIsCapturing(void* stream);              /* 1 while captured into a graph */
 ACU_FN int acuIpcGetMemHandle(void* handle64, void* p);
 ACU_FN int acuIpcOpenMemHandle(void** p, const void* handle64);
 ACU_FN int acuIpcCloseMemHandle(void* p);

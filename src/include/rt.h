@@ -28,6 +28,7 @@ struct anycclRt {
   int (*streamWaitEvent)(cudaStream_t stream, cudaEvent_t ev, unsigned flags);
   int (*eventDestroy)(cudaEvent_t ev);
   int (*streamGetDevice)(cudaStream_t stream, int* dev); /* optional (NULL) */
+  int (*streamIsCapturing)(cudaStream_t stream);         /* optional (NULL): 1 while captured */
   /* IPC for single-copy between processes (optional: NULL disables it) */
   int (*ipcGetMemHandle)(cudaIpcMemHandle_t* h, void* p);
   int (*ipcOpenMemHandle)(void** p, cudaIpcMemHandle_t h, unsigned flags);

@@ -20,4 +20,21 @@ run() { # lib bin args...
   local lib=$1 bin=$2; shift 2
   if [[ $lib == any ]]; then LD_LIBRARY_PATH=$P/lib timeout ${TMO:-120} /tmp/nt-any/$bin "$@"; else LD_LIBRARY_PATH=$REF/lib timeout ${TMO:-120} /tmp/nt-ref/$bin "$@"; fi
 }
+# chk LIB BIN ARGS...: one line: wrong-count rows, out-of-bounds verdict, exit status
+chk() {
+  local lib=$1 bin=$2; shift 2
+  local log=$OUT/chk.$$.log
+  run $lib $bin "$@" > $log 2>&1; local rc=$?
+  local bad=$(awk '/^ +[0-9]/ { if ($9 != "0" && $9 != "N/A") b++; if ($13 != "0" && $13 != "N/A") b++ } END { print b+0 }' $log)
+  local oob=$(grep -o "Out of bounds values : [0-9]* [A-Z]*" $log | awk '{print $6, $7}')
+  printf '%-22s %-28s rc=%-3s wrongrows=%-3s oob=%s\n' "$bin" "$*" "$rc" "$bad" "$oob"
+  if [[ $rc != 0 || $bad != 0 ]]; then grep -E "WARN|rror|^ +[0-9]" $log | head -8; fi
+  cat $log >> $OUT/all.log
+}
+# perf LIB BIN ARGS...: size time(out-of-place) busbw per row
+perf() {
+  local lib=$1 bin=$2; shift 2
+  echo "-- $lib $bin $*"
+  run $lib $bin "$@" 2>&1 | tee -a $OUT/all.log | awk '/^ +[0-9]/ { printf "%s:%s/%s ", $1, $6, $8 } END { print "" }'
+}
 eval "${SMOKE_CMDS:-true}"
