@@ -160,7 +160,6 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
               comm->devPeerBase[q] + headOff(base + r), comm, q);
     }
   }
-  ncclResult_t res = ncclSuccess;
   int e = acuMalloc((void**)&comm->devConns, comm->nDevConns * sizeof(*t));
   if (e == 0) e = acuMemcpyHtoD(comm->devConns, t, comm->nDevConns * sizeof(*t));
   free(t);
@@ -172,7 +171,8 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   NCCLCHECK(bootstrapBarrier(comm->bootstrap, 0x7302));
   INFO(NCCL_INIT, "cuda backend: %d ring channels, %d p2p channels, %d slots of %zu bytes per connection, segment %zu MB",
        comm->nChannels, comm->p2pChannels, comm->nslots, comm->slotBytes, comm->devSegSize >> 20);
-  return res;
+  ANYCCL_CALLOC(comm->blob, ACU_BLOB_LARGE); /* phase encoding, reused by every launch */
+  return ncclSuccess;
 }
 
 void anycclCudaFree(struct ncclComm* comm) {
@@ -198,6 +198,8 @@ void anycclCudaFree(struct ncclComm* comm) {
   free(comm->p2pSend);
   free(comm->p2pRecv);
   comm->p2pSend = comm->p2pRecv = NULL;
+  free(comm->blob);
+  comm->blob = NULL;
   if (saved >= 0) acuSetDevice(saved);
 }
 
@@ -426,11 +428,7 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
 
 ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream) {
   ncclResult_t res = ncclSuccess;
-  unsigned char* buf = malloc(ACU_BLOB_LARGE);
-  if (buf == NULL) {
-    anycclPlanFree(plan);
-    return ncclSystemError;
-  }
+  unsigned char* buf = comm->blob;
   for (int p = 0; p < plan->nphases && res == ncclSuccess; p++) {
     const struct anycclPhase* ph = &plan->phases[p];
     if (ph->nlanes == 0) continue;
@@ -445,7 +443,6 @@ ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan
       res = ncclUnhandledCudaError;
     }
   }
-  free(buf);
   plan->seq = comm->launches++;
   anycclPlanFree(plan);
   return res;

@@ -122,40 +122,52 @@ static __device__ __forceinline__ R ldElem(const R* p, bool slot) {
 }
 
 /* The whole block reduces args.n elements. */
+/* One element: v = in0 (premultiplied) [OP in1 (premultiplied)]; *o1 = v,
+ * *o0 = v (post-divided). PreMulSum and SumPostDiv run as OP_SUM with the
+ * flags of RedArgs. */
+template <int TY, int OP>
+static __device__ __forceinline__ void elemOp(const RedArgs& a, typename Ty<TY>::C s, typename Ty<TY>::R r0,
+                                              typename Ty<TY>::R r1, bool has1, typename Ty<TY>::R* o0,
+                                              typename Ty<TY>::R* o1) {
+  typedef typename Ty<TY>::R R;
+  typedef typename Ty<TY>::C C;
+  C v = Ty<TY>::load(r0);
+  if (OP == OP_SUM && a.pm0) v = apply<TY, OP_PROD>(v, s);
+  if (has1) {
+    C w = Ty<TY>::load(r1);
+    if (OP == OP_SUM && a.pm1) w = apply<TY, OP_PROD>(w, s);
+    v = apply<TY, OP>(v, w);
+  }
+  R rv = Ty<TY>::store(v);
+  if (o1) *o1 = rv;
+  if (o0) {
+    if (OP == OP_SUM && a.pd) {
+      uint64_t d = a.divisor ? a.divisor : 1;
+      if constexpr (Ty<TY>::isInt) {
+        if ((C)-1 < (C)0) rv = (R)((int64_t)v / (int64_t)d);
+        else rv = (R)((uint64_t)v / d);
+      } else {
+        rv = Ty<TY>::store(Ty<TY>::load(rv) / (C)d);
+      }
+    }
+    *o0 = rv;
+  }
+}
+
+template <int TY>
+static __device__ __forceinline__ typename Ty<TY>::C scalarOf(const RedArgs& a) {
+  typename Ty<TY>::R sbits;
+  memcpy(&sbits, &a.scalar, sizeof(sbits));
+  return Ty<TY>::load(sbits);
+}
+
 template <int TY, int OP>
 static __device__ __noinline__ void redLoop(const RedArgs& a) {
   typedef typename Ty<TY>::R R;
   typedef typename Ty<TY>::C C;
   constexpr int E = 16 / sizeof(R);
   constexpr int U = 4; /* 16-byte loads in flight per thread and input */
-  R sbits;
-  memcpy(&sbits, &a.scalar, sizeof(R));
-  const C s = Ty<TY>::load(sbits);
-  /* PreMulSum and SumPostDiv run in the Sum loop (flags at run time). */
-  const bool premul = OP == OP_SUM;
-  auto elem = [&](R r0, R r1, bool has1, R* o0, R* o1) {
-    C v = Ty<TY>::load(r0);
-    if (premul && a.pm0) v = apply<TY, OP_PROD>(v, s);
-    if (has1) {
-      C w = Ty<TY>::load(r1);
-      if (premul && a.pm1) w = apply<TY, OP_PROD>(w, s);
-      v = apply<TY, OP>(v, w);
-    }
-    R rv = Ty<TY>::store(v);
-    if (o1) *o1 = rv;
-    if (o0) {
-      if (OP == OP_SUM && a.pd) {
-        uint64_t d = a.divisor ? a.divisor : 1;
-        if constexpr (Ty<TY>::isInt) {
-          if ((C)-1 < (C)0) rv = (R)((int64_t)v / (int64_t)d);
-          else rv = (R)((uint64_t)v / d);
-        } else {
-          rv = Ty<TY>::store(Ty<TY>::load(rv) / (C)d);
-        }
-      }
-      *o0 = rv;
-    }
-  };
+  const C s = scalarOf<TY>(a);
   const R* in0 = (const R*)a.in0;
   const R* in1 = (const R*)a.in1;
   R* out0 = (R*)a.out0;
@@ -187,7 +199,7 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
         memcpy(r0, &x[u], 16);
         if (has1) memcpy(r1, &y[u], 16);
 #pragma unroll
-        for (int e = 0; e < E; e++) elem(r0[e], has1 ? r1[e] : r0[e], has1, o0 + e, o1 + e);
+        for (int e = 0; e < E; e++) elemOp<TY, OP>(a, s, r0[e], has1 ? r1[e] : r0[e], has1, o0 + e, o1 + e);
         uint4 z0, z1;
         memcpy(&z0, o0, 16);
         memcpy(&z1, o1, 16);
@@ -201,7 +213,7 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
     R r0 = ldElem(in0 + i, a.slot0);
     R r1 = has1 ? in1[i] : r0;
     R t0, t1;
-    elem(r0, r1, has1, out0 ? &t0 : nullptr, out1 ? &t1 : nullptr);
+    elemOp<TY, OP>(a, s, r0, r1, has1, out0 ? &t0 : nullptr, out1 ? &t1 : nullptr);
     if (out0) out0[i] = t0;
     if (out1) out1[i] = t1;
   }
@@ -259,43 +271,22 @@ static __device__ __noinline__ void llLoop(const LLArgs& a) {
   typedef typename Ty<TY>::R R;
   typedef typename Ty<TY>::C C;
   constexpr int E = 8 / sizeof(R);
-  R sbits;
-  memcpy(&sbits, &a.r.scalar, sizeof(R));
-  const C s = Ty<TY>::load(sbits);
+  const C s = scalarOf<TY>(a.r);
   const uint64_t bytes = a.r.n * sizeof(R);
   const uint64_t units = (bytes + 7) / 8;
+  const bool has1 = a.r.in1 != nullptr;
   for (uint64_t u = threadIdx.x; u < units; u += blockDim.x) {
     int len = bytes - u * 8 < 8 ? (int)(bytes - u * 8) : 8;
     uint2 x = a.in0LL ? llRead((const uint4*)a.r.in0 + u, a.inFlag, a.abortWord)
                       : ld8((const char*)a.r.in0 + u * 8, len);
     uint2 o0 = x, o1 = x;
-    if (a.r.in1 || a.r.pm0 || a.r.pd) {
-      uint2 y = a.r.in1 ? ld8((const char*)a.r.in1 + u * 8, len) : x;
+    if (has1 || a.r.pm0 || a.r.pd) {
+      uint2 y = has1 ? ld8((const char*)a.r.in1 + u * 8, len) : x;
       R r0[E], r1[E], w0[E], w1[E];
       memcpy(r0, &x, 8);
       memcpy(r1, &y, 8);
 #pragma unroll
-      for (int e = 0; e < E; e++) {
-        C v = Ty<TY>::load(r0[e]);
-        if (OP == OP_SUM && a.r.pm0) v = apply<TY, OP_PROD>(v, s);
-        if (a.r.in1) {
-          C w = Ty<TY>::load(r1[e]);
-          if (OP == OP_SUM && a.r.pm1) w = apply<TY, OP_PROD>(w, s);
-          v = apply<TY, OP>(v, w);
-        }
-        R rv = Ty<TY>::store(v);
-        w1[e] = rv;
-        if (OP == OP_SUM && a.r.pd) {
-          uint64_t d = a.r.divisor ? a.r.divisor : 1;
-          if constexpr (Ty<TY>::isInt) {
-            if ((C)-1 < (C)0) rv = (R)((int64_t)v / (int64_t)d);
-            else rv = (R)((uint64_t)v / d);
-          } else {
-            rv = Ty<TY>::store(Ty<TY>::load(rv) / (C)d);
-          }
-        }
-        w0[e] = rv;
-      }
+      for (int e = 0; e < E; e++) elemOp<TY, OP>(a.r, s, r0[e], r1[e], has1, w0 + e, w1 + e);
       memcpy(&o0, w0, 8);
       memcpy(&o1, w1, 8);
     }
@@ -307,58 +298,39 @@ static __device__ __noinline__ void llLoop(const LLArgs& a) {
   }
 }
 
-template <int TY>
-static __device__ void llType(int op, const LLArgs& a) {
+/* Run-time dispatch to the (type, op family) instantiations of a loop. */
+struct RedK {
+  template <int TY, int OP>
+  static __device__ void run(const RedArgs& a) { redLoop<TY, OP>(a); }
+};
+struct LLK {
+  template <int TY, int OP>
+  static __device__ void run(const LLArgs& a) { llLoop<TY, OP>(a); }
+};
+template <class K, int TY, class A>
+static __device__ void byOp(int op, const A& a) {
   switch (op) {
-    case OP_PROD: llLoop<TY, OP_PROD>(a); break;
-    case OP_MAX: llLoop<TY, OP_MAX>(a); break;
-    case OP_MIN: llLoop<TY, OP_MIN>(a); break;
-    default: llLoop<TY, OP_SUM>(a); break;
+    case OP_PROD: K::template run<TY, OP_PROD>(a); break;
+    case OP_MAX: K::template run<TY, OP_MAX>(a); break;
+    case OP_MIN: K::template run<TY, OP_MIN>(a); break;
+    default: K::template run<TY, OP_SUM>(a); break; /* Sum, PreMulSum, SumPostDiv */
   }
 }
-
-/* Copies need no type: 8-byte units as unsigned bytes. */
-static __device__ void llMove(int type, int op, const LLArgs& a) {
+template <class K, class A>
+static __device__ void byType(int type, int op, const A& a) {
   switch (type) {
-    case 0: llType<0>(op, a); break;
-    case 1: llType<1>(op, a); break;
-    case 2: llType<2>(op, a); break;
-    case 3: llType<3>(op, a); break;
-    case 4: llType<4>(op, a); break;
-    case 5: llType<5>(op, a); break;
-    case 6: llType<6>(op, a); break;
-    case 7: llType<7>(op, a); break;
-    case 8: llType<8>(op, a); break;
-    case 9: llType<9>(op, a); break;
-    case 10: llType<10>(op, a); break;
-    default: llType<11>(op, a); break;
-  }
-}
-
-template <int TY>
-static __device__ void redType(int op, const RedArgs& a) {
-  switch (op) {
-    case OP_PROD: redLoop<TY, OP_PROD>(a); break;
-    case OP_MAX: redLoop<TY, OP_MAX>(a); break;
-    case OP_MIN: redLoop<TY, OP_MIN>(a); break;
-    default: redLoop<TY, OP_SUM>(a); break;
-  }
-}
-
-static __device__ void reduce(int type, int op, const RedArgs& a) {
-  switch (type) {
-    case 0: redType<0>(op, a); break;
-    case 1: redType<1>(op, a); break;
-    case 2: redType<2>(op, a); break;
-    case 3: redType<3>(op, a); break;
-    case 4: redType<4>(op, a); break;
-    case 5: redType<5>(op, a); break;
-    case 6: redType<6>(op, a); break;
-    case 7: redType<7>(op, a); break;
-    case 8: redType<8>(op, a); break;
-    case 9: redType<9>(op, a); break;
-    case 10: redType<10>(op, a); break;
-    default: redType<11>(op, a); break;
+    case 0: byOp<K, 0>(op, a); break;
+    case 1: byOp<K, 1>(op, a); break;
+    case 2: byOp<K, 2>(op, a); break;
+    case 3: byOp<K, 3>(op, a); break;
+    case 4: byOp<K, 4>(op, a); break;
+    case 5: byOp<K, 5>(op, a); break;
+    case 6: byOp<K, 6>(op, a); break;
+    case 7: byOp<K, 7>(op, a); break;
+    case 8: byOp<K, 8>(op, a); break;
+    case 9: byOp<K, 9>(op, a); break;
+    case 10: byOp<K, 10>(op, a); break;
+    default: byOp<K, 11>(op, a); break;
   }
 }
 
@@ -542,7 +514,7 @@ static __device__ bool llStep(const acuPhase* h, const acuLane* l, const acuStep
   a.outFlag = (uint32_t)(sstep + 1);
   a.abortWord = &h->shared->abort;
   bool noop = a.r.out0 == a.r.in0 && !a.r.in1 && !a.r.out1 && !a.r.pm0 && !a.r.pd;
-  if (n > 0 && (a.r.out0 || a.r.out1) && !noop) llMove(h->type, h->reduce ? h->op : OP_SUM, a);
+  if (n > 0 && (a.r.out0 || a.r.out1) && !noop) byType<LLK>(h->type, h->reduce ? h->op : OP_SUM, a);
   __syncthreads();
   if (sLLStop) return false;
   if (threadIdx.x == 0 && rc) stVolatile(rc->head, rstep + 1);
@@ -617,7 +589,7 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
           a.scalar = h->scalarPtr ? 0 : h->scalar;
           if (h->scalarPtr) memcpy(&a.scalar, (const void*)h->scalarPtr, h->elemSize);
           a.divisor = h->divisor;
-          reduce(h->type, h->op, a);
+          byType<RedK>(h->type, h->op, a);
         }
       }
       /* Every thread read steps[] for this step before stepWait's barrier and
@@ -659,7 +631,7 @@ static __device__ void p2pLane(const Blob& B, const acuLane* l) {
         a.inFlag = a.outFlag = (uint32_t)(step + 1);
         a.abortWord = &h->shared->abort;
         if (!send) __syncthreads(); /* sLLStop reset seen by all */
-        llMove(1, OP_SUM, a);
+        byType<LLK>(1, OP_SUM, a); /* bytes */
         __syncthreads();
         if (sLLStop) return;
         if (!send && threadIdx.x == 0) stVolatile(c->head, step + 1);
@@ -723,10 +695,9 @@ extern "C" int acuLaunchPhase(const struct acuPhase* blob, void* stream) {
     memcpy(b.b, blob, blob->bytes);
     acuKernelSmall<<<grid, block, 0, s>>>(b);
   } else {
-    BlobLarge* b = new BlobLarge;
-    memcpy(b->b, blob, blob->bytes);
-    acuKernelLarge<<<grid, block, 0, s>>>(*b);
-    delete b;
+    static thread_local BlobLarge b; /* 32 KB: not on the caller's stack, not per launch */
+    memcpy(b.b, blob, blob->bytes);
+    acuKernelLarge<<<grid, block, 0, s>>>(b);
   }
   return cudaGetLastError();
 }

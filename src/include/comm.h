@@ -122,6 +122,7 @@ struct ncclComm {
   struct acuShared* cuShared;    /* host-mapped abort/error words */
   struct acuShared* cuSharedDev;
   int cuErrReported;
+  unsigned char* blob;           /* ACU_BLOB_LARGE bytes: a phase being encoded */
 };
 
 /* cuda backend entry points (backend/cuda_backend.c) */
