@@ -178,7 +178,7 @@ static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, con
   size_t slice = comm->slotBytes / es;
   int nch = comm->nChannels;
   size_t perBlockBytes = lenStride * es;
-  if ((size_t)nch > perBlockBytes / (64 << 10)) nch = (int)(perBlockBytes / (64 << 10));
+  if ((size_t)nch > perBlockBytes / comm->minChannelBytes) nch = (int)(perBlockBytes / comm->minChannelBytes);
   if (nch < 1) nch = 1;
   size_t part = (lenStride + nch - 1) / nch;
   part = (part + align - 1) / align * align;

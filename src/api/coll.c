@@ -64,7 +64,9 @@ static ncclResult_t checkTask(struct ncclComm* comm, struct anycclTask* t) {
   }
   /* cudaStreamGetDevice is not allowed on a stream being captured into a
    * CUDA graph (it would invalidate the capture): skip the check then. */
-  if (t->stream != NULL && anycclRt.streamGetDevice != NULL &&
+  /* A stream that passed once is remembered (the check costs two runtime
+   * calls, a good part of a small operation's host time). */
+  if (t->stream != NULL && t->stream != comm->checkedStream && anycclRt.streamGetDevice != NULL &&
       !(anycclRt.streamIsCapturing && anycclRt.streamIsCapturing(t->stream))) {
     int dev = -1;
     int e = anycclRt.streamGetDevice(t->stream, &dev);
@@ -77,6 +79,7 @@ static ncclResult_t checkTask(struct ncclComm* comm, struct anycclTask* t) {
            (void*)t->stream, dev, (void*)comm, comm->rank, comm->cudaDev, comm->cudaDev);
       return ncclInvalidUsage;
     }
+    comm->checkedStream = t->stream;
   }
   return ncclSuccess;
 }

@@ -14,7 +14,8 @@
  * Point-to-point lanes and direct (one-shot) lanes use one connection per
  * peer in the schedule; here each is cut into up to K lanes, one GPU block
  * each, over K connections per peer pair: both ends cut the same way (the
- * cut depends only on the sizes, which the two ends agree on). */
+ * cut depends only on the sizes, which the two ends agree on). Local copies
+ * (sends to self) are cut the same way over up to K blocks. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -39,7 +40,12 @@ static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 static int nFifos(const struct ncclComm* comm) { return comm->nChannels + comm->p2pChannels * comm->nRanks; }
 static size_t headsBytes(const struct ncclComm* comm) { return alignUp((size_t)nFifos(comm) * 64, 4096); }
-static size_t fifoBytes(const struct ncclComm* comm) { return 4096 + alignUp((size_t)comm->nslots * comm->slotBytes, 4096); }
+/* LL lines have slots of their own (a line of simple data must never pass
+ * for an LL line): up to 64 KB, half of it payload. */
+static size_t llSlotBytes(const struct ncclComm* comm) { return comm->slotBytes < (64 << 10) ? comm->slotBytes : 64 << 10; }
+static size_t fifoBytes(const struct ncclComm* comm) {
+  return 4096 + alignUp((size_t)comm->nslots * comm->slotBytes, 4096) + alignUp((size_t)comm->nslots * llSlotBytes(comm), 4096);
+}
 static size_t fifoOff(const struct ncclComm* comm, int i) { return headsBytes(comm) + (size_t)i * fifoBytes(comm); }
 static size_t headOff(int i) { return (size_t)i * 64; }
 
@@ -61,6 +67,8 @@ static int connSub(const struct ncclComm* comm, int idx, int k) {
 
 static void setConn(struct acuConn* d, char* fifo, char* head, const struct ncclComm* comm, int peer) {
   d->buf = fifo + 4096;
+  d->llbuf = fifo + 4096 + alignUp((size_t)comm->nslots * comm->slotBytes, 4096);
+  d->llSlotBytes = (uint32_t)llSlotBytes(comm);
   d->tail = (uint64_t*)fifo;
   d->sizes = (uint64_t*)(fifo + 64);
   d->head = (uint64_t*)head;
@@ -82,6 +90,10 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   if (proto && strcasecmp(proto, "LL") == 0) comm->llThreshold = (size_t)-1;
   else if (proto && strcasecmp(proto, "Simple") == 0) comm->llThreshold = 0;
   else if (proto && r == 0) WARN("NCCL_PROTO=%s: unknown here (Simple, LL); choosing by size", proto);
+  const char* fence = anycclParamStr(PARAM_CUDA_FENCE);
+  if (fence && strcasecmp(fence, "sc") == 0) comm->cuFlags |= ACU_FLAG_FENCE_SC;
+  else if (fence && strcasecmp(fence, "acq_rel") != 0 && r == 0)
+    WARN("ANYCCL_CUDA_FENCE=%s: unknown (acq_rel, sc); using acq_rel", fence);
   comm->devSegSize = fifoOff(comm, nFifos(comm));
   ACUCHECK(acuMalloc((void**)&comm->devSeg, comm->devSegSize));
   ACUCHECK(acuMemsetD(comm->devSeg, 0, comm->devSegSize));
@@ -172,6 +184,7 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   INFO(NCCL_INIT, "cuda backend: %d ring channels, %d p2p channels, %d slots of %zu bytes per connection, segment %zu MB",
        comm->nChannels, comm->p2pChannels, comm->nslots, comm->slotBytes, comm->devSegSize >> 20);
   ANYCCL_CALLOC(comm->blob, ACU_BLOB_LARGE); /* phase encoding, reused by every launch */
+  ACUCHECK(acuEventCreateWithFlags(&comm->cuOrderEvent, 0x2 /* cudaEventDisableTiming */));
   return ncclSuccess;
 }
 
@@ -192,6 +205,8 @@ void anycclCudaFree(struct ncclComm* comm) {
   if (comm->devScratch) acuFree(comm->devScratch);
   if (comm->devSeg) acuFree(comm->devSeg);
   if (comm->cuShared) acuFreeHost(comm->cuShared);
+  if (comm->cuOrderEvent) acuEventDestroy(comm->cuOrderEvent);
+  comm->cuOrderEvent = NULL;
   comm->devConns = NULL;
   comm->devScratch = comm->devSeg = NULL;
   comm->cuShared = NULL;
@@ -269,7 +284,8 @@ static void opPiece(uint64_t bytes, int k, int cuts, uint64_t* off, uint64_t* le
   *len = e - b;
 }
 
-/* Cut the plan's lanes into GPU lanes; returns how many (0 on overflow). */
+/* Cut the plan's lanes into GPU lanes; returns how many (-1 on overflow). A
+ * lane with nothing to move (all its ops empty) gets none. */
 static int cutLanes(const struct ncclComm* comm, const struct anycclPhase* ph, struct gpuLane* out, int cap) {
   int n = 0, K = comm->p2pChannels;
   for (int i = 0; i < ph->nlanes; i++) {
@@ -283,10 +299,10 @@ static int cutLanes(const struct ncclComm* comm, const struct anycclPhase* ph, s
       for (uint64_t k = 0; k < cuts; k++) {
         uint64_t b = l->begin + k * part, e = b + part;
         if (b >= l->end) break;
-        if (n == cap) return 0;
+        if (n == cap) return -1;
         out[n++] = (struct gpuLane){l, (int)k, 1, b, e < l->end ? e : l->end};
       }
-    } else if (l->kind == LANE_P2P_SEND || l->kind == LANE_P2P_RECV) {
+    } else if (l->kind == LANE_P2P_SEND || l->kind == LANE_P2P_RECV || l->kind == LANE_COPY) {
       int cuts = 1;
       for (int j = 0; j < l->nops; j++)
         if (l->ops[j].bytes >= P2P_CUT_MIN) cuts = K;
@@ -298,11 +314,11 @@ static int cutLanes(const struct ncclComm* comm, const struct anycclPhase* ph, s
           any = len > 0;
         }
         if (!any) continue;
-        if (n == cap) return 0;
+        if (n == cap) return -1;
         out[n++] = (struct gpuLane){l, k, cuts, 0, 0};
       }
     } else {
-      if (n == cap) return 0;
+      if (n == cap) return -1;
       out[n++] = (struct gpuLane){l, 0, 1, l->begin, l->end};
     }
   }
@@ -313,7 +329,7 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
                                 size_t cap, size_t* bytes) {
   struct gpuLane gl[1024];
   int nl = cutLanes(comm, ph, gl, 1024);
-  if (nl == 0 && ph->nlanes > 0) {
+  if (nl < 0) {
     WARN("%s: more than 1024 GPU lanes in one phase", ph->what);
     return ncclInternalError;
   }
@@ -355,6 +371,7 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
   h->type = (uint8_t)ph->op.type;
   h->op = (uint8_t)ph->op.op;
   h->reduce = (uint8_t)ph->reduce;
+  h->flags = (uint8_t)comm->cuFlags;
   h->nlanes = (uint16_t)nl;
   h->nsteps = (uint16_t)nsteps;
   h->nconns = (uint16_t)nconns;
@@ -395,14 +412,14 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
       if (d->slice * ph->elemSize > comm->sliceBytes) d->slice = comm->sliceBytes / ph->elemSize > 0 ? comm->sliceBytes / ph->elemSize : 1;
       /* Small messages: LL (a slot then carries half its size in payload). */
       d->ll = ph->count * ph->elemSize <= comm->llThreshold;
-      if (d->ll && d->slice * ph->elemSize > comm->slotBytes / 2) d->slice = comm->slotBytes / 2 / ph->elemSize;
+      if (d->ll && d->slice * ph->elemSize > llSlotBytes(comm) / 2) d->slice = llSlotBytes(comm) / 2 / ph->elemSize;
       if (l->scratch)
         d->scratch = (uint64_t)(uintptr_t)(comm->devScratch + (l->scratch - comm->scratch) + (size_t)k * comm->slotBytes);
     } else {
       d->opOff = (uint16_t)ko;
       for (int j = 0; j < l->nops; j++) {
         uint64_t off = 0, len = l->ops[j].bytes;
-        if (l->kind != LANE_COPY) opPiece(l->ops[j].bytes, k, gl[i].cuts, &off, &len);
+        opPiece(l->ops[j].bytes, k, gl[i].cuts, &off, &len); /* a copy's source and destination alike */
         if (len == 0 && l->kind != LANE_COPY) continue;
         ops[ko++] = (struct acuOp){(uint64_t)(uintptr_t)l->ops[j].ptr + off, len};
       }
@@ -426,8 +443,40 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
   return ncclSuccess;
 }
 
+/* A communicator's kernels share connections and step counters, so they
+ * must run one after the other, as NCCL's do, even when the caller switches
+ * streams. An event is recorded after every launch (on the launch stream, so
+ * an old stream is never touched again); a launch on another stream first
+ * waits for it. Captured launches are ordered by the graph instead: no event
+ * is recorded while capturing, and a captured launch waits for none. */
+static ncclResult_t orderBefore(struct ncclComm* comm, cudaStream_t stream, int* capturing) {
+  *capturing = acuStreamIsCapturing((void*)stream);
+  int e = 0;
+  if (!*capturing && comm->cuEventValid && comm->cuLastStream != (void*)stream)
+    e = acuStreamWaitEvent((void*)stream, comm->cuOrderEvent, 0);
+  if (e != 0) {
+    WARN("ordering the launch on stream %p after this communicator's last launch failed: %s (%d)", (void*)stream,
+         acuErrorString(e), e);
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+static ncclResult_t orderAfter(struct ncclComm* comm, cudaStream_t stream, int capturing) {
+  comm->cuLastStream = (void*)stream;
+  comm->cuEventValid = 0;
+  if (capturing) return ncclSuccess;
+  int e = acuEventRecord(comm->cuOrderEvent, (void*)stream);
+  if (e != 0) {
+    WARN("recording the launch on stream %p failed: %s (%d)", (void*)stream, acuErrorString(e), e);
+    return ncclUnhandledCudaError;
+  }
+  comm->cuEventValid = 1;
+  return ncclSuccess;
+}
+
 ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream) {
-  ncclResult_t res = ncclSuccess;
+  int capturing = 0;
+  ncclResult_t res = orderBefore(comm, stream, &capturing);
   unsigned char* buf = comm->blob;
   for (int p = 0; p < plan->nphases && res == ncclSuccess; p++) {
     const struct anycclPhase* ph = &plan->phases[p];
@@ -443,6 +492,7 @@ ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan
       res = ncclUnhandledCudaError;
     }
   }
+  if (res == ncclSuccess) res = orderAfter(comm, stream, capturing);
   plan->seq = comm->launches++;
   anycclPlanFree(plan);
   return res;

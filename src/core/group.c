@@ -79,6 +79,24 @@ void anycclPlanFree(struct anycclPlan* plan) {
   free(plan);
 }
 
+/* Does p2p task t touch memory that one of the n earlier tasks moves the
+ * other way (a send of what a receive writes, or a receive over what a send
+ * reads)? Sends to and receives from self are paired within one phase and
+ * never cut apart. */
+static int p2pDepends(const struct ncclComm* comm, struct anycclTask* const* earlier, int n, const struct anycclTask* t) {
+  if (t->root == comm->rank || t->count == 0) return 0;
+  const char* tb = t->func == FUNC_SEND ? (const char*)t->sendbuff : (const char*)t->recvbuff;
+  size_t tl = t->count * anycclTypeSize(t->type);
+  for (int i = 0; i < n; i++) {
+    const struct anycclTask* u = earlier[i];
+    if (u->func == t->func || u->root == comm->rank || u->count == 0) continue;
+    const char* ub = u->func == FUNC_SEND ? (const char*)u->sendbuff : (const char*)u->recvbuff;
+    size_t ul = u->count * anycclTypeSize(u->type);
+    if (tb < ub + ul && ub < tb + tl) return 1;
+  }
+  return 0;
+}
+
 ncclResult_t anycclBuildPlan(struct ncclComm* comm, struct anycclTask* tasks, struct anycclPlan** out) {
   int ncoll = 0, np2p = 0;
   for (struct anycclTask* t = tasks; t; t = t->next) {
@@ -92,7 +110,7 @@ ncclResult_t anycclBuildPlan(struct ncclComm* comm, struct anycclTask* tasks, st
   struct anycclPlan* plan = calloc(1, sizeof(*plan));
   if (plan == NULL) return ncclSystemError;
   plan->comm = comm;
-  plan->phases = calloc(ncoll + 1, sizeof(*plan->phases));
+  plan->phases = calloc(ncoll + (np2p ? np2p : 1), sizeof(*plan->phases));
   if (plan->phases == NULL) {
     res = ncclSystemError;
     goto fail;
@@ -110,7 +128,16 @@ ncclResult_t anycclBuildPlan(struct ncclComm* comm, struct anycclTask* tasks, st
     int k = 0;
     for (struct anycclTask* t = tasks; t; t = t->next)
       if (t->func == FUNC_SEND || t->func == FUNC_RECV) p2p[k++] = t;
-    NCCLCHECKGOTO(anycclP2pPhase(comm, p2p, np2p, &plan->phases[plan->nphases++]), res, fail);
+    /* One phase for all of them, unless a send reads memory that an earlier
+     * receive of the group writes (or a receive overwrites what an earlier
+     * send reads): then the group is cut there, in call order, so that the
+     * data flows as the program says (nested groups, e.g. nccl-tests'
+     * hypercube under -g). */
+    for (int start = 0, i = 1; i <= np2p; i++) {
+      if (i < np2p && !p2pDepends(comm, p2p + start, i - start, p2p[i])) continue;
+      NCCLCHECKGOTO(anycclP2pPhase(comm, p2p + start, i - start, &plan->phases[plan->nphases++]), res, fail);
+      start = i;
+    }
     free(p2p);
   }
   *out = plan;
@@ -167,19 +194,12 @@ static ncclResult_t launchComm(struct ncclComm* comm) {
   return res;
 }
 
+/* Called with comm->cudaDev current (launchComm). */
 ncclResult_t anycclLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream) {
-  int saved = -1;
-  anycclRt.getDevice(&saved);
-  if (saved != comm->cudaDev) anycclRt.setDevice(comm->cudaDev);
-  if (comm->cuda) {
-    ncclResult_t res = anycclCudaLaunchPlan(comm, plan, stream);
-    if (saved != comm->cudaDev) anycclRt.setDevice(saved);
-    return res;
-  }
+  if (comm->cuda) return anycclCudaLaunchPlan(comm, plan, stream);
   plan->seq = comm->launches++;
   anycclCommWorkStart(comm);
   int err = anycclRt.launchHostFunc(stream, anycclCpuExecute, plan);
-  if (saved != comm->cudaDev) anycclRt.setDevice(saved);
   if (err != 0) {
     WARN("Launching on stream %p failed: %s (%d); is the stream valid and on device %d?", (void*)stream,
          anycclRt.getErrorString(err), err, comm->cudaDev);

@@ -201,6 +201,8 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   if (nch < 1) nch = 1;
   if (nch > ANYCCL_MAX_CHANNELS) nch = ANYCCL_MAX_CHANNELS;
   comm->nChannels = nch;
+  /* CPU threads pay per channel; GPU blocks are many and cheap. */
+  comm->minChannelBytes = anycclRt.kind == ANYCCL_BACKEND_CUDA ? (8 << 10) : (64 << 10);
   comm->localRanks = comm->localRank = 0;
   for (int i = 0; i < n; i++)
     if (comm->peerInfo[i].hostHash == me->hostHash) {

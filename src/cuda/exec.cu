@@ -121,12 +121,18 @@ static __device__ __forceinline__ R ldElem(const R* p, bool slot) {
   return r;
 }
 
-/* The whole block reduces args.n elements. */
+/* What elemOp needs besides the operands, by value (kept in registers). */
+struct ElemFlags {
+  bool pm0, pm1, pd;
+  uint64_t divisor;
+};
+static __device__ __forceinline__ ElemFlags flagsOf(const RedArgs& a) { return ElemFlags{a.pm0, a.pm1, a.pd, a.divisor}; }
+
 /* One element: v = in0 (premultiplied) [OP in1 (premultiplied)]; *o1 = v,
  * *o0 = v (post-divided). PreMulSum and SumPostDiv run as OP_SUM with the
  * flags of RedArgs. */
 template <int TY, int OP>
-static __device__ __forceinline__ void elemOp(const RedArgs& a, typename Ty<TY>::C s, typename Ty<TY>::R r0,
+static __device__ __forceinline__ void elemOp(const ElemFlags a, typename Ty<TY>::C s, typename Ty<TY>::R r0,
                                               typename Ty<TY>::R r1, bool has1, typename Ty<TY>::R* o0,
                                               typename Ty<TY>::R* o1) {
   typedef typename Ty<TY>::R R;
@@ -168,6 +174,8 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
   constexpr int E = 16 / sizeof(R);
   constexpr int U = 4; /* 16-byte loads in flight per thread and input */
   const C s = scalarOf<TY>(a);
+  const ElemFlags f = flagsOf(a);
+  const bool slot0 = a.slot0;
   const R* in0 = (const R*)a.in0;
   const R* in1 = (const R*)a.in1;
   R* out0 = (R*)a.out0;
@@ -187,7 +195,7 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
       for (int u = 0; u < U; u++) {
         uint64_t j = i + (uint64_t)u * blockDim.x;
         if (j < nv) {
-          x[u] = ldIn(v0 + j, a.slot0);
+          x[u] = ldIn(v0 + j, slot0);
           if (has1) y[u] = v1[j];
         }
       }
@@ -199,7 +207,7 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
         memcpy(r0, &x[u], 16);
         if (has1) memcpy(r1, &y[u], 16);
 #pragma unroll
-        for (int e = 0; e < E; e++) elemOp<TY, OP>(a, s, r0[e], has1 ? r1[e] : r0[e], has1, o0 + e, o1 + e);
+        for (int e = 0; e < E; e++) elemOp<TY, OP>(f, s, r0[e], has1 ? r1[e] : r0[e], has1, o0 + e, o1 + e);
         uint4 z0, z1;
         memcpy(&z0, o0, 16);
         memcpy(&z1, o1, 16);
@@ -210,10 +218,10 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
     done = nv * E;
   }
   for (uint64_t i = done + threadIdx.x; i < n; i += blockDim.x) {
-    R r0 = ldElem(in0 + i, a.slot0);
+    R r0 = ldElem(in0 + i, slot0);
     R r1 = has1 ? in1[i] : r0;
     R t0, t1;
-    elemOp<TY, OP>(a, s, r0, r1, has1, out0 ? &t0 : nullptr, out1 ? &t1 : nullptr);
+    elemOp<TY, OP>(f, s, r0, r1, has1, out0 ? &t0 : nullptr, out1 ? &t1 : nullptr);
     if (out0) out0[i] = t0;
     if (out1) out1[i] = t1;
   }
@@ -223,20 +231,65 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
  * A slot holds 16-byte lines {data0, flag, data1, flag}: 8 payload bytes and
  * the flag twice, stored with one 16-byte volatile store. The flag is the
  * connection step + 1, so a line left from an earlier use of the slot never
- * matches; the receiver polls its lines, with no fence and no tail. */
+ * matches (LL slots hold nothing else); the receiver polls its lines, with no
+ * fence and no tail.
+ *
+ * The steps of a slice run fused: thread t carries unit (8 bytes) u through
+ * every step of the run before it takes the next unit, so a unit's data moves
+ * from step to step in the same thread (scratch and output included) and the
+ * block meets at one barrier per run instead of three per step. Every rank
+ * walks each unit's steps in program order, so a unit's program is the
+ * slice's program in miniature and cannot deadlock; units are independent. */
 __shared__ int sLLStop;
 
-static __device__ __forceinline__ uint2 llRead(const uint4* p, uint32_t flag, volatile uint32_t* abortWord) {
+#define LL_MAX_RUN 32
+#define ANYCCL_LANE_CONNS_MAX 64 /* ANYCCL_MAX_LANE_CONNS (plan.h) */
+struct LLStep {
+  const char* in0;
+  const char* in1;  /* or NULL */
+  char* out0;       /* or NULL */
+  char* out1;       /* an LL send slot, or NULL */
+  uint32_t inFlag;  /* nonzero: in0 is an LL receive slot with this flag */
+  uint32_t outFlag;
+  uint32_t bytes;
+  uint8_t pm0, pm1, pd, skip;
+};
+struct LLRun {
+  int nsteps;
+  uint32_t maxBytes;
+  uint64_t scalar, divisor;
+  const acuPhase* h;
+  LLStep s[LL_MAX_RUN];
+};
+
+/* Poll one line until both flags match; stops on abort or timeout (which it
+ * reports), after which every reader of the block gives up at once. */
+static __device__ uint2 llRead(const uint4* p, uint32_t flag, const acuPhase* h) {
   uint4 v;
+  uint64_t start = 0;
   for (uint32_t spins = 0;; spins++) {
     asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p)
                  : "memory");
     if (v.y == flag && v.w == flag) break;
-    if ((spins & 4095) == 4095 && (*abortWord || sLLStop)) {
-      sLLStop = 1;
-      break;
+    if ((spins & 4095) == 4095) {
+      if (sLLStop || h->shared->abort) {
+        sLLStop = 1;
+        break;
+      }
+      if (h->timeoutNs) {
+        uint64_t t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (start == 0) start = t;
+        else if (t - start > h->timeoutNs) {
+          h->shared->errPeer = -1;
+          h->shared->err = ACU_ERR_TIMEOUT;
+          __threadfence_system();
+          sLLStop = 1;
+          break;
+        }
+      }
     }
   }
   return make_uint2(v.x, v.z);
@@ -257,43 +310,38 @@ static __device__ __forceinline__ void st8(char* p, uint2 v, int len) {
   else memcpy(p, &v, len);
 }
 
-struct LLArgs {
-  RedArgs r;
-  bool in0LL, out1LL;     /* in0 is an LL slot / out1 is an LL slot */
-  uint32_t inFlag, outFlag;
-  volatile uint32_t* abortWord;
-};
-
-/* The block moves a.r.n elements through 8-byte units; in0 and out1 may be
- * LL slots (line u carries unit u). */
+/* The block runs the fused steps of `run` (in shared memory). */
 template <int TY, int OP>
-static __device__ __noinline__ void llLoop(const LLArgs& a) {
+static __device__ __noinline__ void llLoop(const LLRun& run) {
   typedef typename Ty<TY>::R R;
-  typedef typename Ty<TY>::C C;
   constexpr int E = 8 / sizeof(R);
-  const C s = scalarOf<TY>(a.r);
-  const uint64_t bytes = a.r.n * sizeof(R);
-  const uint64_t units = (bytes + 7) / 8;
-  const bool has1 = a.r.in1 != nullptr;
-  for (uint64_t u = threadIdx.x; u < units; u += blockDim.x) {
-    int len = bytes - u * 8 < 8 ? (int)(bytes - u * 8) : 8;
-    uint2 x = a.in0LL ? llRead((const uint4*)a.r.in0 + u, a.inFlag, a.abortWord)
-                      : ld8((const char*)a.r.in0 + u * 8, len);
-    uint2 o0 = x, o1 = x;
-    if (has1 || a.r.pm0 || a.r.pd) {
-      uint2 y = has1 ? ld8((const char*)a.r.in1 + u * 8, len) : x;
-      R r0[E], r1[E], w0[E], w1[E];
-      memcpy(r0, &x, 8);
-      memcpy(r1, &y, 8);
+  RedArgs ra;
+  memset(&ra, 0, sizeof(ra));
+  ra.scalar = run.scalar;
+  ra.divisor = run.divisor;
+  const typename Ty<TY>::C sc = scalarOf<TY>(ra);
+  const uint32_t units = (run.maxBytes + 7) / 8;
+  const int nsteps = run.nsteps;
+  for (uint32_t u = threadIdx.x; u < units; u += blockDim.x) {
+    for (int i = 0; i < nsteps; i++) {
+      const LLStep& st = run.s[i];
+      if (st.skip || u * 8 >= st.bytes) continue;
+      int len = st.bytes - u * 8 < 8 ? (int)(st.bytes - u * 8) : 8;
+      uint2 x = st.inFlag ? llRead((const uint4*)st.in0 + u, st.inFlag, run.h) : ld8(st.in0 + u * 8, len);
+      uint2 o0 = x, o1 = x;
+      if (st.in1 || st.pm0 || st.pd) {
+        uint2 y = st.in1 ? ld8(st.in1 + u * 8, len) : x;
+        const ElemFlags f{(bool)st.pm0, (bool)st.pm1, (bool)st.pd, run.divisor};
+        R r0[E], r1[E], w0[E], w1[E];
+        memcpy(r0, &x, 8);
+        memcpy(r1, &y, 8);
 #pragma unroll
-      for (int e = 0; e < E; e++) elemOp<TY, OP>(a.r, s, r0[e], r1[e], has1, w0 + e, w1 + e);
-      memcpy(&o0, w0, 8);
-      memcpy(&o1, w1, 8);
-    }
-    if (a.r.out0) st8((char*)a.r.out0 + u * 8, o0, len);
-    if (a.r.out1) {
-      if (a.out1LL) llWrite((uint4*)a.r.out1 + u, o1, a.outFlag);
-      else st8((char*)a.r.out1 + u * 8, o1, len);
+        for (int e = 0; e < E; e++) elemOp<TY, OP>(f, sc, r0[e], r1[e], st.in1 != nullptr, w0 + e, w1 + e);
+        memcpy(&o0, w0, 8);
+        memcpy(&o1, w1, 8);
+      }
+      if (st.out0) st8(st.out0 + u * 8, o0, len);
+      if (st.out1) llWrite((uint4*)st.out1 + u, o1, st.outFlag);
     }
   }
 }
@@ -305,7 +353,7 @@ struct RedK {
 };
 struct LLK {
   template <int TY, int OP>
-  static __device__ void run(const LLArgs& a) { llLoop<TY, OP>(a); }
+  static __device__ void run(const LLRun& a) { llLoop<TY, OP>(a); }
 };
 template <class K, int TY, class A>
 static __device__ void byOp(int op, const A& a) {
@@ -384,13 +432,20 @@ static __device__ __forceinline__ uint64_t globalTimer() {
   return t;
 }
 
-/* Thread 0: wait until *p >= v (or *p > v - slack for heads). Returns false
- * on abort or timeout (reported in shared). */
-static __device__ bool waitAtLeast(const uint64_t* p, uint64_t v, const acuPhase* h, int peer) {
-  if (ldAcquire(p) >= v) return true;
+static __device__ __forceinline__ uint64_t ldRelaxed(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+/* One thread: wait until *p >= v. Tails are read with acquire (the slot's
+ * data follows); heads relaxed (they only free a slot for writing). Returns
+ * false on abort or timeout (reported in shared). */
+static __device__ bool waitAtLeast(const uint64_t* p, uint64_t v, const acuPhase* h, int peer, bool acquire = false) {
+  if ((acquire ? ldAcquire(p) : ldRelaxed(p)) >= v) return true;
   uint64_t start = 0;
   for (uint32_t spins = 1;; spins++) {
-    if (ldAcquire(p) >= v) return true;
+    if ((acquire ? ldAcquire(p) : ldRelaxed(p)) >= v) return true;
     if ((spins & 1023) == 0) {
       if (h->shared->abort) return false;
       if (h->timeoutNs) {
@@ -438,15 +493,16 @@ static __device__ __forceinline__ uint64_t blockLen(uint64_t total, uint64_t str
   return total - start < stride ? total - start : stride;
 }
 
-__shared__ int sStop;
+__shared__ int sStop, sStopSend;
 
-/* Thread 0 waits for the step's connections; the block learns the outcome. */
+/* Thread 0 waits for the receive slot (tail, then its size), thread 32 for
+ * the send slot (head), side by side; the block learns the outcome. */
 static __device__ bool stepWait(const acuPhase* h, acuConn* rc, uint64_t rstep, acuConn* sc, uint64_t sstep,
                                 uint64_t bytes) {
   if (threadIdx.x == 0) {
     bool ok = true;
     if (rc) {
-      ok = waitAtLeast(rc->tail, rstep + 1, h, rc->peer);
+      ok = waitAtLeast(rc->tail, rstep + 1, h, rc->peer, true);
       if (ok) {
         uint64_t got = *(volatile uint64_t*)&rc->sizes[rstep % rc->nslots];
         if (got != bytes) {
@@ -459,23 +515,31 @@ static __device__ bool stepWait(const acuPhase* h, acuConn* rc, uint64_t rstep, 
         }
       }
     }
-    if (ok && sc) ok = waitAtLeast(sc->head, sstep + 1 > sc->nslots ? sstep + 1 - sc->nslots : 0, h, sc->peer);
     sStop = !ok;
+  } else if (threadIdx.x == 32) {
+    sStopSend = sc && !waitAtLeast(sc->head, sstep + 1 > sc->nslots ? sstep + 1 - sc->nslots : 0, h, sc->peer);
   }
   __syncthreads();
-  return !sStop;
+  return !(sStop | sStopSend);
 }
 
-/* Thread 0 publishes what the step did (after the block's barrier). */
-static __device__ void stepPost(acuConn* rc, uint64_t rstep, acuConn* sc, uint64_t sstep, uint64_t bytes) {
+/* Release at system scope: the block's stores (ordered before thread 0 by
+ * the barrier) are visible to the peer before the tail that follows. */
+static __device__ __forceinline__ void fenceRelease(const acuPhase* h) {
+  if (h->flags & ACU_FLAG_FENCE_SC) __threadfence_system();
+  else asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
+/* Threads 0 and 32 publish what the step did (after the block's barrier). */
+static __device__ void stepPost(const acuPhase* h, acuConn* rc, uint64_t rstep, acuConn* sc, uint64_t sstep,
+                                uint64_t bytes) {
   __syncthreads();
-  if (threadIdx.x == 0) {
-    if (sc) {
-      stVolatile(&sc->sizes[sstep % sc->nslots], bytes);
-      __threadfence_system();
-      stVolatile(sc->tail, sstep + 1);
-    }
-    if (rc) stVolatile(rc->head, rstep + 1);
+  if (threadIdx.x == 0 && sc) {
+    stVolatile(&sc->sizes[sstep % sc->nslots], bytes);
+    fenceRelease(h);
+    stVolatile(sc->tail, sstep + 1);
+  } else if (threadIdx.x == 32 && rc) {
+    stVolatile(rc->head, rstep + 1); /* the block's reads are done: no fence needed */
   }
 }
 
@@ -489,41 +553,115 @@ static __device__ char* bufPtr(const acuPhase* h, const acuLane* l, int buf, con
   }
 }
 
-/* One step in the LL protocol: wait for the send slot to be free (head), move
- * the data (receivers poll their lines), free the receive slot. */
-static __device__ bool llStep(const acuPhase* h, const acuLane* l, const acuStep* s, acuConn* rc, uint64_t rstep,
-                              acuConn* sc, uint64_t sstep, uint64_t n, uint64_t pos, char* scratch) {
-  if (threadIdx.x == 0) sLLStop = 0;
-  if (!stepWait(h, nullptr, 0, sc, sstep, 0)) return false;
-  LLArgs a;
-  a.r.n = n;
-  a.r.in0 = rc ? rc->buf + (rstep % rc->nslots) * (uint64_t)rc->slotBytes : bufPtr(h, l, s->in0, s, pos, scratch);
-  a.r.in1 = s->in1 != BUF_NONE ? bufPtr(h, l, s->in1, s, pos, scratch) : nullptr;
-  a.r.out0 = s->out != BUF_NONE ? bufPtr(h, l, s->out, s, pos, scratch) : nullptr;
-  a.r.out1 = sc ? sc->buf + (sstep % sc->nslots) * (uint64_t)sc->slotBytes : nullptr;
-  a.r.slot0 = false;
-  a.r.pm0 = h->reduce && h->op == OP_PREMULSUM && !rc && s->in0 == BUF_IN;
-  a.r.pm1 = h->reduce && h->op == OP_PREMULSUM && s->in1 == BUF_IN;
-  a.r.pd = h->reduce && h->op == OP_SUMPOSTDIV && s->out == BUF_OUT;
-  a.r.scalar = h->scalar;
-  if (h->scalarPtr) memcpy(&a.r.scalar, (const void*)h->scalarPtr, h->elemSize);
-  a.r.divisor = h->divisor;
-  a.in0LL = rc != nullptr;
-  a.out1LL = sc != nullptr;
-  a.inFlag = (uint32_t)(rstep + 1);
-  a.outFlag = (uint32_t)(sstep + 1);
-  a.abortWord = &h->shared->abort;
-  bool noop = a.r.out0 == a.r.in0 && !a.r.in1 && !a.r.out1 && !a.r.pm0 && !a.r.pd;
-  if (n > 0 && (a.r.out0 || a.r.out1) && !noop) byType<LLK>(h->type, h->reduce ? h->op : OP_SUM, a);
-  __syncthreads();
-  if (sLLStop) return false;
-  if (threadIdx.x == 0 && rc) stVolatile(rc->head, rstep + 1);
+/* Elements a step moves in the slice at `pos` (geometry of plan.h). */
+static __device__ __forceinline__ uint64_t stepElems(const acuLane* l, const acuStep* s, uint64_t pos) {
+  uint64_t len = blockLen(l->lenTotal, l->lenStride, s->chunk);
+  if (len > l->end) len = l->end;
+  uint64_t n = len > pos ? len - pos : 0;
+  return n > l->slice ? l->slice : n;
+}
+
+__shared__ LLRun sRun;
+
+/* The lines of LL slot `st` of a connection. */
+static __device__ __forceinline__ char* llSlot(const acuConn* c, uint64_t st) {
+  return c->llbuf + (st % c->nslots) * (uint64_t)c->llSlotBytes;
+}
+
+/* One slice of an LL lane: its steps in fused runs (a run ends where a
+ * connection would need more slots than it has). Thread 0 lays out the run
+ * and waits for the send slots to be free; the block moves the units; thread
+ * 0 then frees the receive slots. steps[] holds the connections' counters. */
+static __device__ bool llSlice(const Blob& B, const acuLane* l, acuConn* conns, uint64_t* steps, uint64_t pos,
+                               char* scratch) {
+  const acuPhase* h = B.h;
+  const unsigned all = 0xffffffffu;
+  const int lane = threadIdx.x & 31;
+  uint64_t recvMask = 0; /* warp 0 */
+  for (int i = 0; i < l->nsteps;) {
+    /* Warp 0 lays out the run, lane j taking step i + j: its slot on each
+     * connection is the counter plus the uses of that connection by earlier
+     * steps of the run; the run ends before the first step that would need
+     * more slots than the connection has. */
+    if (threadIdx.x < 32) {
+      const int idx = i + lane;
+      const bool valid = idx < l->nsteps;
+      const acuStep* s = &B.steps[l->stepOff + (valid ? idx : i)];
+      const int rv = valid ? s->recv : -1, sd = valid ? s->send : -1;
+      uint32_t ru = 0, su = 0;
+      for (int j = 0; j < lane; j++) { /* the same j across the warp: broadcast reads */
+        const acuStep* t = &B.steps[l->stepOff + i + j];
+        ru += rv >= 0 && t->recv == rv;
+        su += sd >= 0 && t->send == sd;
+      }
+      const bool full = !valid || (rv >= 0 && ru >= conns[rv].nslots) || (sd >= 0 && su >= conns[sd].nslots);
+      const unsigned fullMask = __ballot_sync(all, full);
+      const int k = fullMask ? __ffs(fullMask) - 1 : 32; /* >= 1: step i always fits */
+      uint32_t bytes = 0;
+      uint64_t rbit = 0, sbit = 0, rnext = 0, snext = 0;
+      if (lane < k) {
+        LLStep& d = sRun.s[lane];
+        bytes = (uint32_t)(stepElems(l, s, pos) * h->elemSize);
+        d.bytes = bytes;
+        /* slot st of a connection carries flag st + 1 */
+        rnext = rv >= 0 ? steps[rv] + ru + 1 : 0;
+        snext = sd >= 0 ? steps[sd] + su + 1 : 0;
+        d.in0 = rv >= 0 ? llSlot(&conns[rv], rnext - 1) : bufPtr(h, l, s->in0, s, pos, scratch);
+        d.inFlag = (uint32_t)rnext;
+        d.out1 = sd >= 0 ? llSlot(&conns[sd], snext - 1) : nullptr;
+        d.outFlag = (uint32_t)snext;
+        rbit = rv >= 0 ? 1ull << rv : 0;
+        sbit = sd >= 0 ? 1ull << sd : 0;
+        d.in1 = s->in1 != BUF_NONE ? bufPtr(h, l, s->in1, s, pos, scratch) : nullptr;
+        d.out0 = s->out != BUF_NONE ? bufPtr(h, l, s->out, s, pos, scratch) : nullptr;
+        d.pm0 = h->reduce && h->op == OP_PREMULSUM && rv < 0 && s->in0 == BUF_IN;
+        d.pm1 = h->reduce && h->op == OP_PREMULSUM && s->in1 == BUF_IN;
+        d.pd = h->reduce && h->op == OP_SUMPOSTDIV && s->out == BUF_OUT;
+        d.skip = bytes == 0 || (!d.out0 && !d.out1) ||
+                 (d.out0 == d.in0 && !d.inFlag && !d.in1 && !d.out1 && !d.pm0 && !d.pd);
+      }
+      const uint32_t maxBytes = __reduce_max_sync(all, bytes);
+      recvMask = (uint64_t)__reduce_or_sync(all, (uint32_t)rbit) | (uint64_t)__reduce_or_sync(all, (uint32_t)(rbit >> 32)) << 32;
+      const uint64_t sendMask =
+          (uint64_t)__reduce_or_sync(all, (uint32_t)sbit) | (uint64_t)__reduce_or_sync(all, (uint32_t)(sbit >> 32)) << 32;
+      __syncwarp(); /* every lane has read the counters */
+      if (rnext) atomicMax((unsigned long long*)&steps[rv], (unsigned long long)rnext);
+      if (snext) atomicMax((unsigned long long*)&steps[sd], (unsigned long long)snext);
+      if (lane == 0) {
+        sRun.nsteps = k;
+        sRun.maxBytes = maxBytes;
+        sRun.h = h;
+        sRun.scalar = h->scalar;
+        if (h->scalarPtr) memcpy(&sRun.scalar, (const void*)h->scalarPtr, h->elemSize);
+        sRun.divisor = h->divisor;
+      }
+      __syncwarp();
+      /* The last slot each send connection uses must be free. */
+      for (int c = lane; c < ANYCCL_LANE_CONNS_MAX; c += 32) {
+        if (!(sendMask >> c & 1)) continue;
+        const acuConn* sc = &conns[c];
+        uint64_t need = steps[c] > sc->nslots ? steps[c] - sc->nslots : 0;
+        if (!waitAtLeast(sc->head, need, h, sc->peer)) sStop = 1;
+      }
+    }
+    __syncthreads();
+    if (sStop) return false;
+    const int k = sRun.nsteps;
+    byType<LLK>(h->type, h->reduce ? h->op : OP_SUM, sRun);
+    __syncthreads();
+    if (sLLStop) return false;
+    /* Free the receive slots (warp 0 again, before it lays out the next run). */
+    if (threadIdx.x < 32)
+      for (int c = lane; c < ANYCCL_LANE_CONNS_MAX; c += 32)
+        if (recvMask >> c & 1) stVolatile(conns[c].head, steps[c]);
+    i += k;
+  }
   return true;
 }
 
 static __device__ void stepLane(const Blob& B, const acuLane* l) {
   const acuPhase* h = B.h;
-  __shared__ uint64_t steps[64];
+  __shared__ uint64_t steps[ANYCCL_LANE_CONNS_MAX];
   const uint16_t* ci = B.conns + l->connOff;
   int nconn = 0;
   for (int i = 0; i < l->nsteps; i++) {
@@ -531,30 +669,28 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
     if (s->recv + 1 > nconn) nconn = s->recv + 1;
     if (s->send + 1 > nconn) nconn = s->send + 1;
   }
-  for (int i = threadIdx.x; i < nconn; i += blockDim.x)
-    steps[i] = ci[i] == 0xffff ? 0 : h->conns[ci[i]].step;
+  /* The lane's connections, fetched once in parallel (the steps then read
+   * them from shared memory, not through dependent global loads). */
+  __shared__ acuConn conns[ANYCCL_LANE_CONNS_MAX];
+  for (int i = threadIdx.x; i < nconn; i += blockDim.x) {
+    if (ci[i] != 0xffff) conns[i] = h->conns[ci[i]];
+    steps[i] = ci[i] == 0xffff ? 0 : conns[i].step;
+  }
+  if (threadIdx.x == 0) sStop = sLLStop = 0; /* set once: a stop ends the kernel */
   __syncthreads();
   char* scratch = (char*)l->scratch;
   for (uint64_t pos = l->begin; pos < l->end; pos += l->slice) {
+    if (l->ll) {
+      if (!llSlice(B, l, conns, steps, pos, scratch)) return;
+      continue;
+    }
     for (int i = 0; i < l->nsteps; i++) {
       const acuStep* s = &B.steps[l->stepOff + i];
-      acuConn* rc = s->recv >= 0 ? &h->conns[ci[s->recv]] : nullptr;
-      acuConn* sc = s->send >= 0 ? &h->conns[ci[s->send]] : nullptr;
-      uint64_t len = blockLen(l->lenTotal, l->lenStride, s->chunk);
-      if (len > l->end) len = l->end;
-      uint64_t n = len > pos ? len - pos : 0;
-      if (n > l->slice) n = l->slice;
+      acuConn* rc = s->recv >= 0 ? &conns[s->recv] : nullptr;
+      acuConn* sc = s->send >= 0 ? &conns[s->send] : nullptr;
+      uint64_t n = stepElems(l, s, pos);
       uint64_t bytes = n * h->elemSize;
       uint64_t rstep = rc ? steps[s->recv] : 0, sstep = sc ? steps[s->send] : 0;
-      if (l->ll) {
-        if (!llStep(h, l, s, rc, rstep, sc, sstep, n, pos, scratch)) return;
-        if (threadIdx.x == 0) {
-          if (rc) steps[s->recv] = rstep + 1;
-          if (sc) steps[s->send] = sstep + 1;
-        }
-        __syncthreads();
-        continue;
-      }
       if (!stepWait(h, rc, rstep, sc, sstep, bytes)) return;
       const char* in0 = rc ? rc->buf + (rstep % rc->nslots) * (uint64_t)rc->slotBytes
                            : bufPtr(h, l, s->in0, s, pos, scratch);
@@ -598,7 +734,7 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
         if (rc) steps[s->recv] = rstep + 1;
         if (sc) steps[s->send] = sstep + 1;
       }
-      stepPost(rc, rstep, sc, sstep, bytes);
+      stepPost(h, rc, rstep, sc, sstep, bytes);
     }
   }
   __syncthreads();
@@ -608,30 +744,41 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
 
 static __device__ void p2pLane(const Blob& B, const acuLane* l) {
   const acuPhase* h = B.h;
-  acuConn* c = &h->conns[l->conn];
+  __shared__ acuConn conn;
+  if (threadIdx.x == 0) {
+    conn = h->conns[l->conn];
+    sStop = sLLStop = 0; /* set once: a stop ends the kernel */
+  }
+  __syncthreads();
+  acuConn* c = &conn;
   uint64_t step = c->step;
   bool send = l->kind == ACU_LANE_SEND;
-  const uint64_t chunk = l->ll ? c->slotBytes / 2 : (h->chunk && h->chunk < c->slotBytes ? h->chunk : c->slotBytes);
+  const uint64_t chunk = l->ll ? c->llSlotBytes / 2 : (h->chunk && h->chunk < c->slotBytes ? h->chunk : c->slotBytes);
   for (int k = 0; k < l->nops; k++) {
     const acuOp* op = &B.ops[l->opOff + k];
     for (uint64_t sub = 0; sub < op->bytes; sub += chunk) {
       uint64_t n = op->bytes - sub < chunk ? op->bytes - sub : chunk;
-      char* slot = c->buf + (step % c->nslots) * (uint64_t)c->slotBytes;
+      char* slot = l->ll ? llSlot(c, step) : c->buf + (step % c->nslots) * (uint64_t)c->slotBytes;
       if (l->ll) {
-        if (threadIdx.x == 0) sLLStop = 0;
-        if (send && !stepWait(h, nullptr, 0, c, step, 0)) return;
-        LLArgs a;
-        memset(&a, 0, sizeof(a));
-        a.r.n = n;
-        a.r.in0 = send ? (const char*)op->ptr + sub : slot;
-        a.r.out0 = send ? nullptr : (char*)op->ptr + sub;
-        a.r.out1 = send ? slot : nullptr;
-        a.in0LL = !send;
-        a.out1LL = send;
-        a.inFlag = a.outFlag = (uint32_t)(step + 1);
-        a.abortWord = &h->shared->abort;
-        if (!send) __syncthreads(); /* sLLStop reset seen by all */
-        byType<LLK>(1, OP_SUM, a); /* bytes */
+        if (threadIdx.x == 0) {
+          LLStep& d = sRun.s[0];
+          d.in0 = send ? (const char*)op->ptr + sub : slot;
+          d.in1 = nullptr;
+          d.out0 = send ? nullptr : (char*)op->ptr + sub;
+          d.out1 = send ? slot : nullptr;
+          d.inFlag = send ? 0 : (uint32_t)(step + 1);
+          d.outFlag = (uint32_t)(step + 1);
+          d.bytes = (uint32_t)n;
+          d.pm0 = d.pm1 = d.pd = d.skip = 0;
+          sRun.nsteps = 1;
+          sRun.maxBytes = (uint32_t)n;
+          sRun.h = h;
+          sRun.scalar = sRun.divisor = 0;
+          sStop = send && !waitAtLeast(c->head, step + 1 > c->nslots ? step + 1 - c->nslots : 0, h, c->peer);
+        }
+        __syncthreads();
+        if (sStop) return;
+        byType<LLK>(1, OP_SUM, sRun); /* bytes */
         __syncthreads();
         if (sLLStop) return;
         if (!send && threadIdx.x == 0) stVolatile(c->head, step + 1);
@@ -641,16 +788,16 @@ static __device__ void p2pLane(const Blob& B, const acuLane* l) {
       if (send) {
         if (!stepWait(h, nullptr, 0, c, step, n)) return;
         copyBytes(n, (const char*)op->ptr + sub, false, slot, nullptr);
-        stepPost(nullptr, 0, c, step, n);
+        stepPost(h, nullptr, 0, c, step, n);
       } else {
         if (!stepWait(h, c, step, nullptr, 0, n)) return;
         copyBytes(n, slot, true, (char*)op->ptr + sub, nullptr);
-        stepPost(c, step, nullptr, 0, n);
+        stepPost(h, c, step, nullptr, 0, n);
       }
       step++;
     }
   }
-  if (threadIdx.x == 0) c->step = step;
+  if (threadIdx.x == 0) h->conns[l->conn].step = step;
 }
 
 static __device__ void copyLane(const Blob& B, const acuLane* l) {
@@ -673,13 +820,16 @@ static __device__ void runBlob(const unsigned char* b) {
   }
 }
 
-__global__ void __launch_bounds__(ACU_THREADS) acuKernelTiny(const __grid_constant__ BlobTiny blob) {
+/* (ACU_THREADS, 1): one block per SM is all a lane needs, so ptxas may give
+ * each thread up to 128 registers; without the 1 it kept the kernel at 40
+ * and the copy and reduce loops spilled their in-flight vectors. */
+__global__ void __launch_bounds__(ACU_THREADS, 1) acuKernelTiny(const __grid_constant__ BlobTiny blob) {
   runBlob(blob.b);
 }
-__global__ void __launch_bounds__(ACU_THREADS) acuKernelSmall(const __grid_constant__ BlobSmall blob) {
+__global__ void __launch_bounds__(ACU_THREADS, 1) acuKernelSmall(const __grid_constant__ BlobSmall blob) {
   runBlob(blob.b);
 }
-__global__ void __launch_bounds__(ACU_THREADS) acuKernelLarge(const __grid_constant__ BlobLarge blob) {
+__global__ void __launch_bounds__(ACU_THREADS, 1) acuKernelLarge(const __grid_constant__ BlobLarge blob) {
   runBlob(blob.b);
 }
 

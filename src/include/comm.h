@@ -9,7 +9,7 @@
 #include "reduce.h"
 #include "transport.h"
 
-#define ANYCCL_MAX_CHANNELS 64
+#define ANYCCL_MAX_CHANNELS 128
 #define ANYCCL_MAX_USER_OPS 64
 
 enum { COMM_INITIALIZING = 0, COMM_READY, COMM_FINALIZED, COMM_FAILED };
@@ -116,13 +116,19 @@ struct ncclComm {
   struct acuConn* devConns;      /* device connection table */
   int nDevConns;
   size_t sliceBytes;             /* simple-protocol step size cap (also p2p chunks) */
+  size_t minChannelBytes;        /* a ring channel gets at least this much of each block */
   size_t llThreshold;            /* messages up to this many bytes use the LL protocol */
   int p2pChannels;               /* FIFOs (and GPU blocks) per peer pair for p2p and direct lanes */
   char* devScratch;              /* device twin of scratch */
   struct acuShared* cuShared;    /* host-mapped abort/error words */
   struct acuShared* cuSharedDev;
   int cuErrReported;
+  int cuFlags;                   /* ACU_FLAG_* for every phase */
+  cudaStream_t checkedStream;    /* last stream found to be on cudaDev */
   unsigned char* blob;           /* ACU_BLOB_LARGE bytes: a phase being encoded */
+  void* cuLastStream;            /* the stream of the last launch */
+  void* cuOrderEvent;            /* recorded after each launch: orders the next one on another stream */
+  int cuEventValid;              /* cuOrderEvent marks the last launch (it was not captured) */
 };
 
 /* cuda backend entry points (backend/cuda_backend.c) */

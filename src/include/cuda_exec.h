@@ -22,7 +22,8 @@ extern "C" {
  * FIFO's slots, tail and sizes are in the receiver's memory, its head in the
  * sender's: each side polls local memory and writes remote memory. */
 struct acuConn {
-  char* buf;          /* nslots * slotBytes */
+  char* buf;          /* nslots * slotBytes (simple protocol) */
+  char* llbuf;        /* nslots * llSlotBytes (LL lines; never simple data) */
   uint64_t* tail;     /* slots posted by the sender */
   uint64_t* sizes;    /* [nslots]: bytes in each slot */
   uint64_t* head;     /* slots consumed by the receiver */
@@ -30,7 +31,7 @@ struct acuConn {
   uint32_t nslots;
   uint32_t slotBytes;
   int32_t peer;
-  int32_t pad;
+  uint32_t llSlotBytes;
 };
 
 /* Host-mapped per-communicator state the kernels watch and report into. */
@@ -41,6 +42,7 @@ struct acuShared {
   volatile uint32_t pad;
   volatile uint64_t expected, got; /* size mismatch details */
 };
+enum { ACU_FLAG_FENCE_SC = 1 }; /* fence.sc.sys instead of fence.acq_rel.sys before a tail */
 enum { ACU_ERR_NONE = 0, ACU_ERR_SIZE = 1, ACU_ERR_TIMEOUT = 2 };
 
 enum { ACU_LANE_STEPS = 0, ACU_LANE_SEND, ACU_LANE_RECV, ACU_LANE_COPY };
@@ -81,7 +83,7 @@ struct acuPhase {
   uint8_t type;        /* ncclDataType_t */
   uint8_t op;          /* anycclDevRedOp */
   uint8_t reduce;
-  uint8_t pad;
+  uint8_t flags;       /* ACU_FLAG_* */
   uint16_t nlanes, nsteps, nconns, nops;
   uint32_t bytes;      /* header + arrays, as sent */
   uint32_t chunk;      /* p2p simple-protocol chunk bytes */

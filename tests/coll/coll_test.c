@@ -10,6 +10,8 @@
  *                            collectives and send/recv on several comms (threads)
  *   coll_test nonblocking N  ncclConfig_t.blocking = 0: init, split, collectives,
  *                            finalize, each polled with ncclCommGetAsyncError
+ *   coll_test hypercube N    nested groups (one outer group, one per step and rank)
+ *                            whose later sends carry earlier receives: an all-gather
  *
  * Every run does the whole matrix (collective x type x op, both premulsum
  * residences) at small counts (0, 1, 7, ...), in a shuffled order and partly
@@ -504,9 +506,66 @@ static long modeGroup(int n, int nonblocking, int* ntrials) {
   return bad;
 }
 
+/* ---- hypercube ------------------------------------------------------------
+ * Nested groups whose later sends carry what earlier receives of the same
+ * outer group brought (nccl-tests' hypercube under -g): one thread, one outer
+ * group around every rank's per-step groups. The result is an all-gather. */
+static long hypercubeOnce(int n, ncclComm_t* comms, size_t count) {
+  int* buf[MAX_RANKS];
+  cudaStream_t st[MAX_RANKS];
+  size_t total = (size_t)n * count;
+  int* host = malloc(total * sizeof(int));
+  if (host == NULL) die("malloc");
+  for (int r = 0; r < n; r++) {
+    for (size_t i = 0; i < total; i++) host[i] = i / count == (size_t)r ? (int)(i % count) * 31 + r : -1;
+    CUDAOK(cudaSetDevice(r));
+    CUDAOK(cudaStreamCreate(&st[r]));
+    CUDAOK(cudaMalloc((void**)&buf[r], total * sizeof(int)));
+    CUDAOK(cudaMemcpy(buf[r], host, total * sizeof(int), cudaMemcpyHostToDevice));
+  }
+  NCCLOK(ncclGroupStart());
+  for (int r = 0; r < n; r++)
+    for (int mask = 1; mask < n; mask <<= 1) {
+      size_t s = (size_t)(r & ~(mask - 1)), q = (size_t)((r ^ mask) & ~(mask - 1));
+      NCCLOK(ncclGroupStart());
+      NCCLOK(ncclSend(buf[r] + s * count, count * mask, ncclInt32, r ^ mask, comms[r], st[r]));
+      NCCLOK(ncclRecv(buf[r] + q * count, count * mask, ncclInt32, r ^ mask, comms[r], st[r]));
+      NCCLOK(ncclGroupEnd());
+    }
+  NCCLOK(ncclGroupEnd());
+  long bad = 0;
+  for (int r = 0; r < n; r++) {
+    CUDAOK(cudaSetDevice(r));
+    CUDAOK(cudaStreamSynchronize(st[r]));
+    CUDAOK(cudaMemcpy(host, buf[r], total * sizeof(int), cudaMemcpyDeviceToHost));
+    long wrong = 0;
+    for (size_t i = 0; i < total; i++) wrong += host[i] != (int)(i % count) * 31 + (int)(i / count);
+    if (wrong) say("hypercube n=%d count %zu: rank %d has %ld wrong elements\n", n, count, r, wrong);
+    bad += wrong;
+    CUDAOK(cudaFree(buf[r]));
+    CUDAOK(cudaStreamDestroy(st[r]));
+  }
+  free(host);
+  return bad;
+}
+
+static long modeHypercube(int n, int* ntrials) {
+  if (n & (n - 1)) die("hypercube needs a power of two ranks, not %d", n);
+  ncclComm_t comms[MAX_RANKS];
+  int devs[MAX_RANKS];
+  for (int r = 0; r < n; r++) devs[r] = r;
+  NCCLOK(ncclCommInitAll(comms, n, devs));
+  const size_t counts[] = {1, 1001, 100003}; /* LL and simple sizes on GPUs */
+  long bad = 0;
+  *ntrials = 0;
+  for (int i = 0; i < 3; i++, ++*ntrials) bad += hypercubeOnce(n, comms, counts[i]);
+  for (int r = 0; r < n; r++) NCCLOK(ncclCommDestroy(comms[r]));
+  return bad;
+}
+
 /* ---- main ---------------------------------------------------------------- */
 static void usage(void) {
-  fprintf(stderr, "usage: coll_test threads|all|procs|group|nonblocking NRANKS\n");
+  fprintf(stderr, "usage: coll_test threads|all|procs|group|nonblocking|hypercube NRANKS\n");
   exit(2);
 }
 
@@ -551,6 +610,8 @@ int main(int argc, char** argv) {
     bad = modeGroup(n, 0, &ntrials);
   } else if (strcmp(mode, "nonblocking") == 0) {
     bad = modeGroup(n, 1, &ntrials);
+  } else if (strcmp(mode, "hypercube") == 0) {
+    bad = modeHypercube(n, &ntrials);
   } else {
     usage();
   }
