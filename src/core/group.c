@@ -79,18 +79,20 @@ void anycclPlanFree(struct anycclPlan* plan) {
   free(plan);
 }
 
-/* Does p2p task t touch memory that one of the n earlier tasks moves the
- * other way (a send of what a receive writes, or a receive over what a send
- * reads)? Sends to and receives from self are paired within one phase and
- * never cut apart. */
+/* Does send t read memory that one of the n earlier receives of the group
+ * writes? (Only that order is a dependency the program states; a receive
+ * over what an earlier send reads, as in-place send/recv, is left concurrent
+ * as NCCL leaves it: cutting there would make every rank send before any
+ * receives, which deadlocks once a message outgrows the FIFOs.) Sends to
+ * self are paired with receives from self within one phase, never cut. */
 static int p2pDepends(const struct ncclComm* comm, struct anycclTask* const* earlier, int n, const struct anycclTask* t) {
-  if (t->root == comm->rank || t->count == 0) return 0;
-  const char* tb = t->func == FUNC_SEND ? (const char*)t->sendbuff : (const char*)t->recvbuff;
+  if (t->func != FUNC_SEND || t->root == comm->rank || t->count == 0) return 0;
+  const char* tb = (const char*)t->sendbuff;
   size_t tl = t->count * anycclTypeSize(t->type);
   for (int i = 0; i < n; i++) {
     const struct anycclTask* u = earlier[i];
-    if (u->func == t->func || u->root == comm->rank || u->count == 0) continue;
-    const char* ub = u->func == FUNC_SEND ? (const char*)u->sendbuff : (const char*)u->recvbuff;
+    if (u->func != FUNC_RECV || u->root == comm->rank || u->count == 0) continue;
+    const char* ub = (const char*)u->recvbuff;
     size_t ul = u->count * anycclTypeSize(u->type);
     if (tb < ub + ul && ub < tb + tl) return 1;
   }
@@ -129,10 +131,9 @@ ncclResult_t anycclBuildPlan(struct ncclComm* comm, struct anycclTask* tasks, st
     for (struct anycclTask* t = tasks; t; t = t->next)
       if (t->func == FUNC_SEND || t->func == FUNC_RECV) p2p[k++] = t;
     /* One phase for all of them, unless a send reads memory that an earlier
-     * receive of the group writes (or a receive overwrites what an earlier
-     * send reads): then the group is cut there, in call order, so that the
-     * data flows as the program says (nested groups, e.g. nccl-tests'
-     * hypercube under -g). */
+     * receive of the group writes: then the group is cut there, in call
+     * order, so that the data flows as the program says (nested groups, e.g.
+     * nccl-tests' hypercube under -g). */
     for (int start = 0, i = 1; i <= np2p; i++) {
       if (i < np2p && !p2pDepends(comm, p2p + start, i - start, p2p[i])) continue;
       NCCLCHECKGOTO(anycclP2pPhase(comm, p2p + start, i - start, &plan->phases[plan->nphases++]), res, fail);
