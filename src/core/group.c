@@ -166,7 +166,9 @@ static ncclResult_t streamJoin(cudaStream_t waiter, cudaStream_t waitee) {
 /* Launch one communicator's tasks as one plan on the first task's stream;
  * the group's other streams wait for it, and it waits for their earlier
  * work, as NCCL does. */
-static ncclResult_t launchComm(struct ncclComm* comm) {
+/* *curDev: the device current now (the caller restores its own once, after
+ * every communicator of the group: one switch per communicator, not two). */
+static ncclResult_t launchComm(struct ncclComm* comm, int* curDev) {
   struct anycclTask* tasks = comm->taskHead;
   comm->taskHead = comm->taskTail = NULL;
   comm->inGroupList = 0;
@@ -175,9 +177,10 @@ static ncclResult_t launchComm(struct ncclComm* comm) {
   ncclResult_t res = anycclBuildPlan(comm, tasks, &plan);
   cudaStream_t stream = tasks->stream;
   /* The NULL stream means the comm's device's default stream. */
-  int saved = -1;
-  anycclRt.getDevice(&saved);
-  if (saved != comm->cudaDev) anycclRt.setDevice(comm->cudaDev);
+  if (res == ncclSuccess && plan != NULL && *curDev != comm->cudaDev) {
+    anycclRt.setDevice(comm->cudaDev);
+    *curDev = comm->cudaDev;
+  }
   if (res == ncclSuccess && plan != NULL) {
     for (struct anycclTask* t = tasks->next; t && res == ncclSuccess; t = t->next)
       if (t->stream != stream) res = streamJoin(stream, t->stream);
@@ -190,7 +193,6 @@ static ncclResult_t launchComm(struct ncclComm* comm) {
       if (!seen) res = streamJoin(t->stream, stream);
     }
   }
-  if (saved != comm->cudaDev) anycclRt.setDevice(saved);
   freeTasks(tasks);
   return res;
 }
@@ -246,6 +248,9 @@ ncclResult_t anycclGroupEndInternal(void) {
 
   struct ncclComm* comms = groupComms;
   groupComms = NULL;
+  int saved = -1, cur = -1;
+  if (comms) anycclRt.getDevice(&saved);
+  cur = saved;
   for (struct ncclComm* c = comms; c;) {
     struct ncclComm* next = c->groupNext;
     if (res != ncclSuccess) {
@@ -253,10 +258,11 @@ ncclResult_t anycclGroupEndInternal(void) {
       c->taskHead = c->taskTail = NULL;
       c->inGroupList = 0;
     } else {
-      ncclResult_t r = launchComm(c);
+      ncclResult_t r = launchComm(c, &cur);
       if (r != ncclSuccess) res = r;
     }
     c = next;
   }
+  if (cur != saved && saved >= 0) anycclRt.setDevice(saved);
   return res;
 }

@@ -1,6 +1,6 @@
 /* enqueue_probe: where the time of a small collective goes on GPUs.
  *
- *   enqueue_probe <ngpus> <bytes> <iters> <g|t>
+ *   enqueue_probe <ngpus> <bytes> <iters> <g|t|r>
  *
  * g: one thread drives every GPU (ncclGroupStart/End around the n calls, as
  *    nccl-tests -g n does); t: one thread per GPU (nccl-tests -t n).
@@ -9,7 +9,9 @@
  *   total = time until every stream finished
  * When total is close to host, the loop is bound by the host path; when it is
  * larger, by the GPUs. Links against whichever libnccl.so.2 the loader finds
- * (NCCL or anyccl), so both are measured by the same binary. */
+ * (NCCL or anyccl), so both are measured by the same binary.
+ * r: no collective; the host cost of the runtime calls an enqueue makes
+ *    (cudaEventRecord, cudaStreamIsCapturing, cudaSetDevice, cudaGetDevice). */
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -79,6 +81,29 @@ int main(int argc, char** argv) {
   size_t bytes = strtoull(argv[2], NULL, 0);
   int iters = atoi(argv[3]);
   int threads = argv[4][0] == 't';
+  if (argv[4][0] == 'r') {
+    cudaStream_t st;
+    cudaEvent_t ev;
+    CK(cudaSetDevice(0));
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    enum cudaStreamCaptureStatus cs;
+    int dev = 0;
+    double t0 = now();
+    for (int i = 0; i < iters; i++) CK(cudaEventRecord(ev, st));
+    double t1 = now();
+    for (int i = 0; i < iters; i++) CK(cudaStreamIsCapturing(st, &cs));
+    double t2 = now();
+    for (int i = 0; i < iters; i++) CK(cudaSetDevice(i & (n > 1)));
+    double t3 = now();
+    for (int i = 0; i < iters; i++) CK(cudaGetDevice(&dev));
+    double t4 = now();
+    CK(cudaStreamSynchronize(st));
+    printf("probe runtime us/call: eventRecord=%.3f streamIsCapturing=%.3f setDevice(%s)=%.3f getDevice=%.3f\n",
+           (t1 - t0) / iters * 1e6, (t2 - t1) / iters * 1e6, n > 1 ? "0/1" : "0", (t3 - t2) / iters * 1e6,
+           (t4 - t3) / iters * 1e6);
+    return 0;
+  }
   if (n < 1 || n > 64 || iters < 1) return 2;
   struct gpu* g = calloc(n, sizeof(*g));
   ncclComm_t* comms = calloc(n, sizeof(*comms));
