@@ -7,10 +7,11 @@
  * head (local memory, written by the receiver), writes the slot and its size
  * into the receiver's memory, fences at system scope and publishes tail; the
  * receiver polls tail (local), reads the slot bypassing L1 and publishes
- * head in the sender's memory. Thread 0 of the block waits; the block meets
- * at barriers around the data movement.
+ * head in the sender's memory. Thread 0 waits for the tail and thread 32 for
+ * the head; the block meets at barriers around the data movement. The LL
+ * protocol (below) needs neither fence nor tail.
  *
- * Kernel instantiations are kept few: two entry points (small and large
+ * Kernel instantiations are kept few: three entry points (1, 4 and 32 KB
  * parameter blobs), and one element loop per (type, op) for reductions;
  * everything else dispatches at run time. */
 #include <cuda_runtime.h>
@@ -130,7 +131,7 @@ static __device__ __forceinline__ ElemFlags flagsOf(const RedArgs& a) { return E
 
 /* One element: v = in0 (premultiplied) [OP in1 (premultiplied)]; *o1 = v,
  * *o0 = v (post-divided). PreMulSum and SumPostDiv run as OP_SUM with the
- * flags of RedArgs. */
+ * ElemFlags. */
 template <int TY, int OP>
 static __device__ __forceinline__ void elemOp(const ElemFlags a, typename Ty<TY>::C s, typename Ty<TY>::R r0,
                                               typename Ty<TY>::R r1, bool has1, typename Ty<TY>::R* o0,
@@ -237,7 +238,7 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
  * The steps of a slice run fused: thread t carries unit (8 bytes) u through
  * every step of the run before it takes the next unit, so a unit's data moves
  * from step to step in the same thread (scratch and output included) and the
- * block meets at one barrier per run instead of three per step. Every rank
+ * block meets at two barriers per run instead of three per step. Every rank
  * walks each unit's steps in program order, so a unit's program is the
  * slice's program in miniature and cannot deadlock; units are independent. */
 __shared__ int sLLStop;
