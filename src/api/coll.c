@@ -62,10 +62,11 @@ static ncclResult_t checkTask(struct ncclComm* comm, struct anycclTask* t) {
     WARN("%s: recvbuff is NULL with count %zu; pass a device buffer", fn, t->count);
     return ncclInvalidArgument;
   }
-  /* cudaStreamGetDevice is not allowed on a stream being captured into a
-   * CUDA graph (it would invalidate the capture): skip the check then. */
-  /* A stream that passed once is remembered (the check costs two runtime
-   * calls, a good part of a small operation's host time). */
+  /* The stream must be on the comm's device. A stream that passed once is
+   * remembered (the check costs two runtime calls, a good part of a small
+   * operation's host time). cudaStreamGetDevice is not allowed on a stream
+   * being captured into a CUDA graph (it would invalidate the capture): no
+   * check then. */
   if (t->stream != NULL && t->stream != comm->checkedStream && anycclRt.streamGetDevice != NULL &&
       !(anycclRt.streamIsCapturing && anycclRt.streamIsCapturing(t->stream))) {
     int dev = -1;

@@ -326,7 +326,7 @@ static int cutLanes(const struct ncclComm* comm, const struct anycclPhase* ph, s
 }
 
 static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase* ph, unsigned char* buf,
-                                size_t cap, size_t* bytes) {
+                                size_t cap) {
   struct gpuLane gl[1024];
   int nl = cutLanes(comm, ph, gl, 1024);
   if (nl < 0) {
@@ -439,7 +439,6 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
       }
     }
   }
-  *bytes = total;
   return ncclSuccess;
 }
 
@@ -481,8 +480,7 @@ ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan
   for (int p = 0; p < plan->nphases && res == ncclSuccess; p++) {
     const struct anycclPhase* ph = &plan->phases[p];
     if (ph->nlanes == 0) continue;
-    size_t bytes = 0;
-    res = encodePhase(comm, ph, buf, ACU_BLOB_LARGE, &bytes);
+    res = encodePhase(comm, ph, buf, ACU_BLOB_LARGE);
     if (res != ncclSuccess) break;
     if (((struct acuPhase*)buf)->nlanes == 0) continue;
     int e = acuLaunchPhase((const struct acuPhase*)buf, (void*)stream);

@@ -165,9 +165,8 @@ static ncclResult_t streamJoin(cudaStream_t waiter, cudaStream_t waitee) {
 
 /* Launch one communicator's tasks as one plan on the first task's stream;
  * the group's other streams wait for it, and it waits for their earlier
- * work, as NCCL does. */
-/* *curDev: the device current now (the caller restores its own once, after
- * every communicator of the group: one switch per communicator, not two). */
+ * work, as NCCL does. *curDev is the device current now; the caller restores
+ * its own once, after every communicator of the group. */
 static ncclResult_t launchComm(struct ncclComm* comm, int* curDev) {
   struct anycclTask* tasks = comm->taskHead;
   comm->taskHead = comm->taskTail = NULL;
@@ -248,9 +247,9 @@ ncclResult_t anycclGroupEndInternal(void) {
 
   struct ncclComm* comms = groupComms;
   groupComms = NULL;
-  int saved = -1, cur = -1;
+  int saved = -1;
   if (comms) anycclRt.getDevice(&saved);
-  cur = saved;
+  int cur = saved;
   for (struct ncclComm* c = comms; c;) {
     struct ncclComm* next = c->groupNext;
     if (res != ncclSuccess) {

@@ -162,9 +162,9 @@ static __device__ __forceinline__ void elemOp(const ElemFlags a, typename Ty<TY>
 }
 
 template <int TY>
-static __device__ __forceinline__ typename Ty<TY>::C scalarOf(const RedArgs& a) {
+static __device__ __forceinline__ typename Ty<TY>::C scalarOf(uint64_t bits) {
   typename Ty<TY>::R sbits;
-  memcpy(&sbits, &a.scalar, sizeof(sbits));
+  memcpy(&sbits, &bits, sizeof(sbits));
   return Ty<TY>::load(sbits);
 }
 
@@ -174,7 +174,7 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
   typedef typename Ty<TY>::C C;
   constexpr int E = 16 / sizeof(R);
   constexpr int U = 4; /* 16-byte loads in flight per thread and input */
-  const C s = scalarOf<TY>(a);
+  const C s = scalarOf<TY>(a.scalar);
   const ElemFlags f = flagsOf(a);
   const bool slot0 = a.slot0;
   const R* in0 = (const R*)a.in0;
@@ -243,6 +243,24 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
  * slice's program in miniature and cannot deadlock; units are independent. */
 __shared__ int sLLStop;
 
+/* Called every so many spins of a wait: false once the communicator is
+ * aborted or the wait has lasted ANYCCL_OP_TIMEOUT (reported in shared,
+ * naming `peer`, -1 if unknown). *start is 0 before the first call. */
+static __device__ bool keepWaiting(const acuPhase* h, uint64_t* start, int peer) {
+  if (h->shared->abort) return false;
+  if (h->timeoutNs == 0) return true;
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  if (*start == 0) *start = t;
+  else if (t - *start > h->timeoutNs) {
+    h->shared->errPeer = peer;
+    h->shared->err = ACU_ERR_TIMEOUT;
+    __threadfence_system();
+    return false;
+  }
+  return true;
+}
+
 #define LL_MAX_RUN 32
 #define ANYCCL_LANE_CONNS_MAX 64 /* ANYCCL_MAX_LANE_CONNS (plan.h) */
 struct LLStep {
@@ -274,23 +292,9 @@ static __device__ uint2 llRead(const uint4* p, uint32_t flag, const acuPhase* h)
                  : "l"(p)
                  : "memory");
     if (v.y == flag && v.w == flag) break;
-    if ((spins & 4095) == 4095) {
-      if (sLLStop || h->shared->abort) {
-        sLLStop = 1;
-        break;
-      }
-      if (h->timeoutNs) {
-        uint64_t t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (start == 0) start = t;
-        else if (t - start > h->timeoutNs) {
-          h->shared->errPeer = -1;
-          h->shared->err = ACU_ERR_TIMEOUT;
-          __threadfence_system();
-          sLLStop = 1;
-          break;
-        }
-      }
+    if ((spins & 4095) == 4095 && (sLLStop || !keepWaiting(h, &start, -1))) {
+      sLLStop = 1;
+      break;
     }
   }
   return make_uint2(v.x, v.z);
@@ -316,11 +320,7 @@ template <int TY, int OP>
 static __device__ __noinline__ void llLoop(const LLRun& run) {
   typedef typename Ty<TY>::R R;
   constexpr int E = 8 / sizeof(R);
-  RedArgs ra;
-  memset(&ra, 0, sizeof(ra));
-  ra.scalar = run.scalar;
-  ra.divisor = run.divisor;
-  const typename Ty<TY>::C sc = scalarOf<TY>(ra);
+  const typename Ty<TY>::C sc = scalarOf<TY>(run.scalar);
   const uint32_t units = (run.maxBytes + 7) / 8;
   const int nsteps = run.nsteps;
   for (uint32_t u = threadIdx.x; u < units; u += blockDim.x) {
@@ -427,12 +427,6 @@ static __device__ __forceinline__ uint64_t ldAcquire(const uint64_t* p) {
 static __device__ __forceinline__ void stVolatile(uint64_t* p, uint64_t v) {
   asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
-static __device__ __forceinline__ uint64_t globalTimer() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 static __device__ __forceinline__ uint64_t ldRelaxed(const uint64_t* p) {
   uint64_t v;
   asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -447,23 +441,22 @@ static __device__ bool waitAtLeast(const uint64_t* p, uint64_t v, const acuPhase
   uint64_t start = 0;
   for (uint32_t spins = 1;; spins++) {
     if ((acquire ? ldAcquire(p) : ldRelaxed(p)) >= v) return true;
-    if ((spins & 1023) == 0) {
-      if (h->shared->abort) return false;
-      if (h->timeoutNs) {
-        uint64_t t = globalTimer();
-        if (start == 0) start = t;
-        else if (t - start > h->timeoutNs) {
-          h->shared->errPeer = peer;
-          h->shared->err = ACU_ERR_TIMEOUT;
-          __threadfence_system();
-          return false;
-        }
-      }
-    }
+    if ((spins & 1023) == 0 && !keepWaiting(h, &start, peer)) return false;
   }
 }
 
 /* ---- lanes -------------------------------------------------------------------- */
+/* The PreMulSum scalar's bits: from the blob, or from device memory when the
+ * caller's op keeps it there (read when the phase runs). */
+static __device__ __forceinline__ uint64_t phaseScalar(const acuPhase* h) {
+  uint64_t bits = h->scalar;
+  if (h->scalarPtr) {
+    bits = 0;
+    memcpy(&bits, (const void*)h->scalarPtr, h->elemSize);
+  }
+  return bits;
+}
+
 struct Blob {
   const acuPhase* h;
   const acuLane* lanes;
@@ -632,8 +625,7 @@ static __device__ bool llSlice(const Blob& B, const acuLane* l, acuConn* conns, 
         sRun.nsteps = k;
         sRun.maxBytes = maxBytes;
         sRun.h = h;
-        sRun.scalar = h->scalar;
-        if (h->scalarPtr) memcpy(&sRun.scalar, (const void*)h->scalarPtr, h->elemSize);
+        sRun.scalar = phaseScalar(h);
         sRun.divisor = h->divisor;
       }
       __syncwarp();
@@ -723,8 +715,7 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
           a.pm0 = pm0;
           a.pm1 = pm1;
           a.pd = pd;
-          a.scalar = h->scalarPtr ? 0 : h->scalar;
-          if (h->scalarPtr) memcpy(&a.scalar, (const void*)h->scalarPtr, h->elemSize);
+          a.scalar = phaseScalar(h);
           a.divisor = h->divisor;
           byType<RedK>(h->type, h->op, a);
         }
