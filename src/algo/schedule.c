@@ -176,9 +176,14 @@ static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, con
   size_t es = ph->elemSize;
   size_t align = alignElems(es);
   size_t slice = comm->slotBytes / es;
-  int nch = comm->nChannels;
+  /* The channel count for this size (measured on H200s: small blocks over
+   * many channels pay per-step latency on every block; large ones need all
+   * of them for bandwidth). */
   size_t perBlockBytes = lenStride * es;
-  if ((size_t)nch > perBlockBytes / comm->minChannelBytes) nch = (int)(perBlockBytes / comm->minChannelBytes);
+  size_t want = perBlockBytes / comm->channelBytes;
+  if (want < (size_t)comm->baseChannels) want = (size_t)comm->baseChannels;
+  if (want > perBlockBytes / comm->minChannelBytes) want = perBlockBytes / comm->minChannelBytes;
+  int nch = want < (size_t)comm->nChannels ? (int)want : comm->nChannels;
   if (nch < 1) nch = 1;
   size_t part = (lenStride + nch - 1) / nch;
   part = (part + align - 1) / align * align;

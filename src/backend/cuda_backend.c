@@ -15,7 +15,19 @@
  * peer in the schedule; here each is cut into up to K lanes, one GPU block
  * each, over K connections per peer pair: both ends cut the same way (the
  * cut depends only on the sizes, which the two ends agree on). Local copies
- * (sends to self) are cut the same way over up to K blocks. */
+ * (sends to self) are cut the same way over up to K blocks.
+ *
+ * Ranks on other hosts (NCCL_HOSTID / host hash) are reached through the
+ * network proxy (transport/net.c) with pinned host bounce FIFOs, no GPUDirect
+ * RDMA: each end of such a connection has a FIFO of its own in pinned,
+ * device-mapped host memory (tail, head, sizes and slots). The sending
+ * kernel fills its FIFO and publishes tail; the proxy sends the slot and
+ * frees it (head). The receiving proxy fills the receiver's FIFO and
+ * publishes tail; the receiving kernel reads the slot across PCIe and frees
+ * it (head). A communicator spanning hosts runs the simple protocol only
+ * (the proxy moves whole slots, not LL lines) and at most
+ * ANYCCL_CUDA_NET_CHANNELS ring channels and connections per peer pair. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -78,6 +90,171 @@ static void setConn(struct acuConn* d, char* fifo, char* head, const struct nccl
   d->peer = peer;
 }
 
+/* ---- network connection ends (pinned host FIFOs, fed by the proxy) ---- */
+static size_t netFifoBytes(const struct ncclComm* comm) {
+  return 4096 + alignUp((size_t)comm->nslots * comm->slotBytes, 4096);
+}
+
+/* Connection ends this rank has with ranks of other hosts. */
+static int countNetEnds(const struct ncclComm* comm, const int* remote) {
+  int n = comm->nRanks, count = 0;
+  for (int c = 0; c < comm->nChannels; c++) {
+    const int* ring = comm->ringOrder + c * n;
+    count += remote[ring[(comm->ringPos[c] + 1) % n]] + remote[ring[(comm->ringPos[c] + n - 1) % n]];
+  }
+  for (int q = 0; q < n; q++) count += remote[q] ? 2 * comm->p2pChannels : 0;
+  return count;
+}
+
+/* The next network end: device connection d gets FIFO i of the pinned
+ * block; the proxy's end (host view) goes into ends[i]. fifoIndex is the
+ * FIFO's index in the receiver's numbering (the two ends meet through it). */
+static void setNetConn(struct ncclComm* comm, struct acuConn* d, char* devBlock, struct anycclNetEnd* ends,
+                       int peer, int send, int fifoIndex, int channel) {
+  int i = comm->cuNetCount++;
+  char* host = comm->cuNetStaging + (size_t)i * netFifoBytes(comm);
+  char* dev = devBlock + (size_t)i * netFifoBytes(comm);
+  struct anycclConn* c = &comm->cuNetConns[i];
+  c->ctrl = (struct anycclFifoCtrl*)host;
+  c->buf = host + 4096;
+  c->nslots = comm->nslots;
+  c->slotBytes = comm->slotBytes;
+  c->peer = peer;
+  c->net = 1;
+  c->fifoIndex = fifoIndex;
+  c->via = "NET/Socket/0";
+  ends[i] = (struct anycclNetEnd){c, send, channel};
+  d->buf = d->llbuf = dev + 4096; /* no LL across hosts: llbuf is never used */
+  d->llSlotBytes = (uint32_t)llSlotBytes(comm);
+  d->tail = (uint64_t*)(dev + offsetof(struct anycclFifoCtrl, tail));
+  d->head = (uint64_t*)(dev + offsetof(struct anycclFifoCtrl, head));
+  d->sizes = (uint64_t*)(dev + offsetof(struct anycclFifoCtrl, sizes));
+  d->step = 0;
+  d->nslots = (uint32_t)comm->nslots;
+  d->slotBytes = (uint32_t)comm->slotBytes;
+  d->peer = peer;
+}
+
+/* Map the segments of same-host peers (peer access or CUDA IPC); remote[q]
+ * = 1 for ranks on other hosts (reached through the network proxy). */
+static ncclResult_t mapPeers(struct ncclComm* comm, int* remote) {
+  int n = comm->nRanks, r = comm->rank;
+  const struct anycclPeerInfo* me = &comm->peerInfo[r];
+  for (int q = 0; q < n; q++) {
+    const struct anycclPeerInfo* p = &comm->peerInfo[q];
+    if (q == r) {
+      comm->devPeerBase[q] = comm->devSeg;
+      continue;
+    }
+    if (p->hostHash != me->hostHash) {
+      if (anycclParamInt(PARAM_NET_DISABLE)) {
+        WARN("cuda backend: rank %d (host %s) is on another host than rank %d and ANYCCL_NET_DISABLE=1 refuses the "
+             "network transport; unset it, or keep each communicator on one host",
+             q, p->hostId[0] ? p->hostId : "?", r);
+        return ncclSystemError;
+      }
+      remote[q] = 1;
+      continue;
+    }
+    if (p->cudaDev == comm->cudaDev && p->processToken == me->processToken) {
+      WARN("cuda backend: ranks %d and %d share device %d", r, q, comm->cudaDev);
+      return ncclInvalidUsage;
+    }
+    if (p->processToken == me->processToken) {
+      if (!acuCanAccessPeer(comm->cudaDev, p->cudaDev)) {
+        WARN("cuda backend: device %d cannot access device %d directly (no NVLink or PCIe peer access); this "
+             "build needs peer access between the GPUs of a communicator", comm->cudaDev, p->cudaDev);
+        return ncclSystemError;
+      }
+      ACUCHECK(acuEnablePeer(comm->cudaDev, p->cudaDev));
+      comm->devPeerBase[q] = p->devSeg;
+    } else {
+      void* base = NULL;
+      ACUCHECK(acuIpcOpenMemHandle(&base, &p->devIpc));
+      comm->devPeerBase[q] = base;
+      comm->devPeerIpc[q] = 1;
+    }
+  }
+  return ncclSuccess;
+}
+
+/* The device connection table (and the network ends, whose proxy starts
+ * here). */
+static ncclResult_t connTable(struct ncclComm* comm, const int* remote) {
+  int n = comm->nRanks, r = comm->rank;
+  ncclResult_t res = ncclSuccess;
+  comm->nDevConns = 2 * ANYCCL_MAX_CHANNELS + comm->p2pChannels * 2 * n;
+  struct acuConn* t;
+  ANYCCL_CALLOC(t, comm->nDevConns);
+  /* Network ends: one pinned block, FIFO after FIFO. */
+  int netCount = countNetEnds(comm, remote);
+  struct anycclNetEnd* ends = NULL;
+  char* netDev = NULL;
+  if (netCount > 0) {
+    ends = calloc(netCount, sizeof(*ends));
+    comm->cuNetConns = calloc(netCount, sizeof(*comm->cuNetConns));
+    if (ends == NULL || comm->cuNetConns == NULL) {
+      WARN("cuda backend: out of host memory for %d network connections", netCount);
+      res = ncclSystemError;
+      goto out;
+    }
+    int e = acuHostAllocMapped((void**)&comm->cuNetStaging, (void**)&netDev, (size_t)netCount * netFifoBytes(comm));
+    if (e != 0) {
+      WARN("cuda backend: cannot allocate %d pinned network FIFOs of %zu bytes: %s (%d)", netCount,
+           netFifoBytes(comm), acuErrorString(e), e);
+      res = ncclUnhandledCudaError;
+      goto out;
+    }
+  }
+  char* mine = comm->devSeg;
+  for (int c = 0; c < comm->nChannels; c++) {
+    const int* ring = comm->ringOrder + c * n;
+    int next = ring[(comm->ringPos[c] + 1) % n];
+    int prev = ring[(comm->ringPos[c] + n - 1) % n];
+    comm->ringSend[c].peer = next;
+    comm->ringRecv[c].peer = prev;
+    if (remote[next]) setNetConn(comm, &t[c], netDev, ends, next, 1, c, c);
+    else setConn(&t[c], comm->devPeerBase[next] + fifoOff(comm, c), mine + headOff(c), comm, next);
+    if (remote[prev]) setNetConn(comm, &t[ANYCCL_MAX_CHANNELS + c], netDev, ends, prev, 0, c, c);
+    else setConn(&t[ANYCCL_MAX_CHANNELS + c], mine + fifoOff(comm, c), comm->devPeerBase[prev] + headOff(c), comm, prev);
+    if (n > 1)
+      INFO(NCCL_INIT | NCCL_P2P | NCCL_NET, "Channel %02d/%d : %d[%d] -> %d[%d] via %s", c, comm->nChannels, r,
+           comm->cudaDev, next, comm->peerInfo[next].cudaDev,
+           remote[next] ? "NET/Socket/0" : comm->devPeerIpc[next] ? "P2P/IPC" : "P2P/direct pointer");
+  }
+  for (int q = 0; q < n; q++) {
+    comm->p2pSend[q].peer = comm->p2pRecv[q].peer = q;
+    if (q == r) continue;
+    for (int s = 0; s < comm->p2pChannels; s++) {
+      int base = comm->nChannels + s * n;
+      struct acuConn* send = &t[2 * ANYCCL_MAX_CHANNELS + s * 2 * n + q];
+      struct acuConn* recv = &t[2 * ANYCCL_MAX_CHANNELS + s * 2 * n + n + q];
+      if (remote[q]) {
+        setNetConn(comm, send, netDev, ends, q, 1, base + r, -1);
+        setNetConn(comm, recv, netDev, ends, q, 0, base + q, -1);
+        continue;
+      }
+      setConn(send, comm->devPeerBase[q] + fifoOff(comm, base + r), mine + headOff(base + q), comm, q);
+      setConn(recv, mine + fifoOff(comm, base + q), comm->devPeerBase[q] + headOff(base + r), comm, q);
+    }
+  }
+  int e = acuMalloc((void**)&comm->devConns, comm->nDevConns * sizeof(*t));
+  if (e == 0) e = acuMemcpyHtoD(comm->devConns, t, comm->nDevConns * sizeof(*t));
+  if (e != 0) {
+    WARN("cuda backend: cannot set up the connection table: %s (%d)", acuErrorString(e), e);
+    res = ncclUnhandledCudaError;
+    goto out;
+  }
+  if (netCount > 0) {
+    res = anycclNetStart(comm, ends, netCount, 1);
+    if (res != ncclSuccess) goto out;
+  }
+out:
+  free(t);
+  free(ends);
+  return res;
+}
+
 ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   int n = comm->nRanks, r = comm->rank;
   comm->cuda = 1;
@@ -90,6 +267,15 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   if (proto && strcasecmp(proto, "LL") == 0) comm->llThreshold = (size_t)-1;
   else if (proto && strcasecmp(proto, "Simple") == 0) comm->llThreshold = 0;
   else if (proto && r == 0) WARN("NCCL_PROTO=%s: unknown here (Simple, LL); choosing by size", proto);
+  if (comm->nHosts > 1) {
+    int cap = (int)anycclParamInt(PARAM_CUDA_NET_CHANNELS);
+    if (cap < 1) cap = 1;
+    if (comm->p2pChannels > cap) comm->p2pChannels = cap; /* ring channels: capped before the rings (init.c) */
+    if (proto && strcasecmp(proto, "LL") == 0 && r == 0)
+      WARN("NCCL_PROTO=LL: the communicator spans %d hosts; the network proxy moves whole slots, so it runs Simple",
+           comm->nHosts);
+    comm->llThreshold = 0;
+  }
   const char* fence = anycclParamStr(PARAM_CUDA_FENCE);
   if (fence && strcasecmp(fence, "sc") == 0) comm->cuFlags |= ACU_FLAG_FENCE_SC;
   else if (fence && strcasecmp(fence, "acq_rel") != 0 && r == 0)
@@ -112,77 +298,17 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   ANYCCL_CALLOC(comm->devPeerIpc, n);
   ANYCCL_CALLOC(comm->p2pSend, n);
   ANYCCL_CALLOC(comm->p2pRecv, n);
-  for (int q = 0; q < n; q++) {
-    const struct anycclPeerInfo* p = &comm->peerInfo[q];
-    if (q == r) {
-      comm->devPeerBase[q] = comm->devSeg;
-      continue;
-    }
-    if (p->hostHash != me->hostHash) {
-      WARN("cuda backend: rank %d (host %s) is on another host than rank %d; the network transport for GPU "
-           "buffers is not built yet: run one host per communicator, or use anyccl-cpu",
-           q, p->hostId[0] ? p->hostId : "?", r);
-      return ncclInvalidUsage;
-    }
-    if (p->cudaDev == comm->cudaDev && p->processToken == me->processToken) {
-      WARN("cuda backend: ranks %d and %d share device %d", r, q, comm->cudaDev);
-      return ncclInvalidUsage;
-    }
-    if (p->processToken == me->processToken) {
-      if (!acuCanAccessPeer(comm->cudaDev, p->cudaDev)) {
-        WARN("cuda backend: device %d cannot access device %d directly (no NVLink or PCIe peer access); this "
-             "build needs peer access between the GPUs of a communicator", comm->cudaDev, p->cudaDev);
-        return ncclSystemError;
-      }
-      ACUCHECK(acuEnablePeer(comm->cudaDev, p->cudaDev));
-      comm->devPeerBase[q] = p->devSeg;
-    } else {
-      void* base = NULL;
-      ACUCHECK(acuIpcOpenMemHandle(&base, &p->devIpc));
-      comm->devPeerBase[q] = base;
-      comm->devPeerIpc[q] = 1;
-    }
-  }
-
-  /* The device connection table. */
-  comm->nDevConns = 2 * ANYCCL_MAX_CHANNELS + comm->p2pChannels * 2 * n;
-  struct acuConn* t;
-  ANYCCL_CALLOC(t, comm->nDevConns);
-  char* mine = comm->devSeg;
-  for (int c = 0; c < comm->nChannels; c++) {
-    const int* ring = comm->ringOrder + c * n;
-    int next = ring[(comm->ringPos[c] + 1) % n];
-    int prev = ring[(comm->ringPos[c] + n - 1) % n];
-    comm->ringSend[c].peer = next;
-    comm->ringRecv[c].peer = prev;
-    setConn(&t[c], comm->devPeerBase[next] + fifoOff(comm, c), mine + headOff(c), comm, next);
-    setConn(&t[ANYCCL_MAX_CHANNELS + c], mine + fifoOff(comm, c), comm->devPeerBase[prev] + headOff(c), comm, prev);
-    if (n > 1)
-      INFO(NCCL_INIT | NCCL_P2P, "Channel %02d/%d : %d[%d] -> %d[%d] via P2P/%s", c, comm->nChannels, r,
-           comm->cudaDev, next, comm->peerInfo[next].cudaDev, comm->devPeerIpc[next] ? "IPC" : "direct pointer");
-  }
-  for (int q = 0; q < n; q++) {
-    comm->p2pSend[q].peer = comm->p2pRecv[q].peer = q;
-    if (q == r) continue;
-    for (int s = 0; s < comm->p2pChannels; s++) {
-      int base = comm->nChannels + s * n;
-      setConn(&t[2 * ANYCCL_MAX_CHANNELS + s * 2 * n + q], comm->devPeerBase[q] + fifoOff(comm, base + r),
-              mine + headOff(base + q), comm, q);
-      setConn(&t[2 * ANYCCL_MAX_CHANNELS + s * 2 * n + n + q], mine + fifoOff(comm, base + q),
-              comm->devPeerBase[q] + headOff(base + r), comm, q);
-    }
-  }
-  int e = acuMalloc((void**)&comm->devConns, comm->nDevConns * sizeof(*t));
-  if (e == 0) e = acuMemcpyHtoD(comm->devConns, t, comm->nDevConns * sizeof(*t));
-  free(t);
-  if (e != 0) {
-    WARN("cuda backend: cannot set up the connection table: %s (%d)", acuErrorString(e), e);
-    return ncclUnhandledCudaError;
-  }
+  int* remote;
+  ANYCCL_CALLOC(remote, n);
+  ncclResult_t res = mapPeers(comm, remote);
+  if (res == ncclSuccess) res = connTable(comm, remote);
+  free(remote);
+  NCCLCHECK(res);
   /* Nobody writes into a peer's segment before every rank has mapped it. */
   NCCLCHECK(bootstrapBarrier(comm->bootstrap, 0x7302));
-  INFO(NCCL_INIT, "cuda backend: %d ring channels, %d p2p channels, %d slots of %zu bytes per connection, segment %zu MB",
-       comm->nChannels, comm->p2pChannels, comm->nslots, comm->slotBytes, comm->devSegSize >> 20);
+  INFO(NCCL_INIT, "cuda backend: %d ring channels, %d p2p channels, %d slots of %zu bytes per connection, segment %zu MB, "
+       "%d network connections (%zu MB pinned)", comm->nChannels, comm->p2pChannels, comm->nslots, comm->slotBytes,
+       comm->devSegSize >> 20, comm->cuNetCount, ((size_t)comm->cuNetCount * netFifoBytes(comm)) >> 20);
   ANYCCL_CALLOC(comm->blob, ACU_BLOB_LARGE); /* phase encoding, reused by every launch */
   ACUCHECK(acuEventCreateWithFlags(&comm->cuOrderEvent, 0x2 /* cudaEventDisableTiming */));
   return ncclSuccess;
@@ -194,6 +320,12 @@ void anycclCudaFree(struct ncclComm* comm) {
   acuGetDevice(&saved);
   acuSetDevice(comm->cudaDev);
   acuDeviceSynchronize(); /* kernels still using the segments (bounded: they watch abort) */
+  anycclNetFree(comm);    /* sends the kernels posted leave first; then the proxy stops */
+  if (comm->cuNetStaging) acuFreeHost(comm->cuNetStaging);
+  free(comm->cuNetConns);
+  comm->cuNetStaging = NULL;
+  comm->cuNetConns = NULL;
+  comm->cuNetCount = 0;
   if (comm->devPeerBase)
     for (int q = 0; q < comm->nRanks; q++)
       if (comm->devPeerIpc[q] && comm->devPeerBase[q]) acuIpcCloseMemHandle(comm->devPeerBase[q]);
@@ -214,7 +346,9 @@ void anycclCudaFree(struct ncclComm* comm) {
   free(comm->p2pRecv);
   comm->p2pSend = comm->p2pRecv = NULL;
   free(comm->blob);
+  free(comm->encoder);
   comm->blob = NULL;
+  comm->encoder = NULL;
   if (saved >= 0) acuSetDevice(saved);
 }
 
@@ -243,6 +377,7 @@ ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
 
 /* ---- plan launch --------------------------------------------------------------- */
 static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
+_Static_assert(sizeof(struct acuPhase) % 8 == 0, "the lanes after the header hold 64-bit fields");
 
 static int laneConnCount(const struct anycclLane* l) {
   int m = 0;
@@ -325,105 +460,104 @@ static int cutLanes(const struct ncclComm* comm, const struct anycclPhase* ph, s
   return n;
 }
 
+/* Phase encoding state: the arrays of a blob, filled lane by lane, then laid
+ * out (steps and shapes are shared between lanes, so their counts are known
+ * only at the end). Every array is bounded by the large blob's size. */
+#define ENC_MAX_LANES 1024
+struct encoder {
+  struct acuLaneWire lanes[ENC_MAX_LANES];
+  struct acuShape shapes[256];
+  struct acuStep steps[ACU_BLOB_LARGE / sizeof(struct acuStep)];
+  uint16_t conns[ACU_BLOB_LARGE / sizeof(uint16_t)];
+  struct acuOp ops[ACU_BLOB_LARGE / sizeof(struct acuOp)];
+  struct gpuLane gl[ENC_MAX_LANES];
+  int nlanes, nshapes, nsteps, nconns, nops;
+};
+
+static int addShape(struct encoder* e, const struct acuShape* sh) {
+  for (int i = 0; i < e->nshapes; i++)
+    if (memcmp(&e->shapes[i], sh, sizeof(*sh)) == 0) return i;
+  if (e->nshapes == 256) return -1;
+  e->shapes[e->nshapes] = *sh;
+  return e->nshapes++;
+}
+
+/* Index of the lane's step sequence in the blob: an earlier lane's when
+ * the same (rings of one shape share their programs), else appended. */
+static int addSteps(struct encoder* e, const struct anycclLane* l) {
+  struct acuStep tmp[256];
+  int n = l->nsteps;
+  if (n > 256) return -1;
+  for (int s = 0; s < n; s++) {
+    const struct anycclStep* st = &l->steps[s];
+    tmp[s] = (struct acuStep){st->recv, st->send, st->in0, st->in1, st->out, 0, st->chunk, st->inChunk, st->outChunk};
+  }
+  for (int i = 0; i < e->nlanes; i++) {
+    const struct acuLaneWire* w = &e->lanes[i];
+    if (w->kind == ACU_LANE_STEPS && w->nsteps == n && memcmp(&e->steps[w->stepOff], tmp, sizeof(tmp[0]) * n) == 0)
+      return w->stepOff;
+  }
+  if (e->nsteps + n > (int)(sizeof(e->steps) / sizeof(e->steps[0]))) return -1;
+  memcpy(&e->steps[e->nsteps], tmp, sizeof(tmp[0]) * n);
+  e->nsteps += n;
+  return e->nsteps - n;
+}
+
 static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase* ph, unsigned char* buf,
                                 size_t cap) {
-  struct gpuLane gl[1024];
-  int nl = cutLanes(comm, ph, gl, 1024);
+  if (comm->encoder == NULL) ANYCCL_CALLOC(comm->encoder, 1); /* ~130 KB, kept for every later launch */
+  struct encoder* e = comm->encoder;
+  int nl = cutLanes(comm, ph, e->gl, ENC_MAX_LANES);
   if (nl < 0) {
-    WARN("%s: more than 1024 GPU lanes in one phase", ph->what);
+    WARN("%s: more than %d GPU lanes in one phase", ph->what, ENC_MAX_LANES);
     return ncclInternalError;
   }
-  int nsteps = 0, nconns = 0, nops = 0;
+  e->nlanes = e->nshapes = e->nsteps = e->nconns = e->nops = 0;
+  static const struct acuShape none;
+  addShape(e, &none); /* shape 0: lanes without geometry (p2p, copies) */
   for (int i = 0; i < nl; i++) {
-    const struct anycclLane* l = gl[i].l;
-    if (l->kind == LANE_STEPS) {
-      nsteps += l->nsteps;
-      nconns += laneConnCount(l);
-    } else {
-      nops += l->nops;
-    }
-  }
-  size_t offLanes = sizeof(struct acuPhase);
-  size_t offSteps = offLanes + sizeof(struct acuLane) * nl;
-  size_t offConns = offSteps + pad8(sizeof(struct acuStep) * nsteps);
-  size_t offOps = offConns + pad8(sizeof(uint16_t) * nconns);
-  size_t total = offOps + sizeof(struct acuOp) * nops;
-  if (total > cap) {
-    WARN("%s: the phase needs a %zu-byte kernel parameter blob (%d lanes, %d steps, %d ops); at most %zu bytes fit",
-         ph->what, total, nl, nsteps, nops, cap);
-    return ncclInternalError;
-  }
-  memset(buf, 0, total);
-  struct acuPhase* h = (struct acuPhase*)buf;
-  struct acuLane* lanes = (struct acuLane*)(buf + offLanes);
-  struct acuStep* steps = (struct acuStep*)(buf + offSteps);
-  uint16_t* conns = (uint16_t*)(buf + offConns);
-  struct acuOp* ops = (struct acuOp*)(buf + offOps);
-  h->in = (uint64_t)(uintptr_t)ph->in;
-  h->out = (uint64_t)(uintptr_t)ph->out;
-  h->scalar = ph->op.scalar;
-  h->scalarPtr = (uint64_t)(uintptr_t)ph->scalarPtr;
-  h->divisor = ph->op.divisor;
-  h->conns = comm->devConns;
-  h->shared = comm->cuSharedDev;
-  h->timeoutNs = comm->opTimeoutSec > 0 ? (uint64_t)comm->opTimeoutSec * 1000000000ull : 0;
-  h->elemSize = (uint32_t)ph->elemSize;
-  h->type = (uint8_t)ph->op.type;
-  h->op = (uint8_t)ph->op.op;
-  h->reduce = (uint8_t)ph->reduce;
-  h->flags = (uint8_t)comm->cuFlags;
-  h->nlanes = (uint16_t)nl;
-  h->nsteps = (uint16_t)nsteps;
-  h->nconns = (uint16_t)nconns;
-  h->nops = (uint16_t)nops;
-  h->bytes = (uint32_t)total;
-  h->chunk = (uint32_t)comm->sliceBytes;
-  h->rank = comm->rank;
-  int ks = 0, kc = 0, ko = 0;
-  for (int i = 0; i < nl; i++) {
-    const struct anycclLane* l = gl[i].l;
-    int k = gl[i].k;
-    struct acuLane* d = &lanes[i];
+    const struct anycclLane* l = e->gl[i].l;
+    int k = e->gl[i].k;
+    struct acuLaneWire* d = &e->lanes[i];
+    memset(d, 0, sizeof(*d));
     d->kind = l->kind == LANE_STEPS ? ACU_LANE_STEPS
               : l->kind == LANE_P2P_SEND ? ACU_LANE_SEND
               : l->kind == LANE_P2P_RECV ? ACU_LANE_RECV
                                          : ACU_LANE_COPY;
     if (l->kind == LANE_STEPS) {
       int nc = laneConnCount(l);
+      int so = addSteps(e, l);
+      if (so < 0 || e->nconns + nc > (int)(sizeof(e->conns) / sizeof(e->conns[0]))) goto overflow;
       d->nsteps = (uint8_t)l->nsteps;
-      d->stepOff = (uint16_t)ks;
-      d->connOff = (uint16_t)kc;
-      for (int s = 0; s < l->nsteps; s++) {
-        const struct anycclStep* st = &l->steps[s];
-        steps[ks++] = (struct acuStep){st->recv, st->send, st->in0, st->in1, st->out, 0, st->chunk, st->inChunk,
-                                        st->outChunk};
-      }
+      d->stepOff = (uint16_t)so;
+      d->connOff = (uint16_t)e->nconns;
       for (int c = 0; c < nc; c++) {
         int idx = l->conns[c] ? connIndex(comm, l->conns[c]) : -1;
-        conns[kc++] = idx < 0 ? 0xffff : (uint16_t)connSub(comm, idx, k);
+        e->conns[e->nconns++] = idx < 0 ? 0xffff : (uint16_t)connSub(comm, idx, k);
       }
-      d->lenTotal = l->lenTotal;
-      d->lenStride = l->lenStride;
-      d->inStride = l->inStride;
-      d->outStride = l->outStride;
-      d->begin = gl[i].begin;
-      d->end = gl[i].end;
-      d->slice = l->slice;
-      if (d->slice * ph->elemSize > comm->sliceBytes) d->slice = comm->sliceBytes / ph->elemSize > 0 ? comm->sliceBytes / ph->elemSize : 1;
+      struct acuShape sh = {l->lenTotal, l->lenStride, l->inStride, l->outStride, l->slice};
+      if (sh.slice * ph->elemSize > comm->sliceBytes)
+        sh.slice = comm->sliceBytes / ph->elemSize > 0 ? comm->sliceBytes / ph->elemSize : 1;
       /* Small messages: LL (a slot then carries half its size in payload). */
       d->ll = ph->count * ph->elemSize <= comm->llThreshold;
-      if (d->ll && d->slice * ph->elemSize > llSlotBytes(comm) / 2) d->slice = llSlotBytes(comm) / 2 / ph->elemSize;
+      if (d->ll && sh.slice * ph->elemSize > llSlotBytes(comm) / 2) sh.slice = llSlotBytes(comm) / 2 / ph->elemSize;
+      int si = addShape(e, &sh);
+      if (si < 0) goto overflow;
+      d->shape = (uint8_t)si;
+      d->begin = e->gl[i].begin;
+      d->end = e->gl[i].end;
       if (l->scratch)
         d->scratch = (uint64_t)(uintptr_t)(comm->devScratch + (l->scratch - comm->scratch) + (size_t)k * comm->slotBytes);
     } else {
-      d->opOff = (uint16_t)ko;
+      if (e->nops + l->nops > (int)(sizeof(e->ops) / sizeof(e->ops[0]))) goto overflow;
+      d->opOff = (uint16_t)e->nops;
       for (int j = 0; j < l->nops; j++) {
         uint64_t off = 0, len = l->ops[j].bytes;
-        opPiece(l->ops[j].bytes, k, gl[i].cuts, &off, &len); /* a copy's source and destination alike */
+        opPiece(l->ops[j].bytes, k, e->gl[i].cuts, &off, &len); /* a copy's source and destination alike */
         if (len == 0 && l->kind != LANE_COPY) continue;
-        ops[ko++] = (struct acuOp){(uint64_t)(uintptr_t)l->ops[j].ptr + off, len};
+        e->ops[e->nops++] = (struct acuOp){(uint64_t)(uintptr_t)l->ops[j].ptr + off, len};
       }
-      d->nops = (uint16_t)(ko - d->opOff);
+      d->nops = (uint16_t)(e->nops - d->opOff);
       if (l->kind != LANE_COPY) {
         uint64_t most = 0;
         for (int j = 0; j < l->nops; j++) most = l->ops[j].bytes > most ? l->ops[j].bytes : most;
@@ -438,7 +572,48 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
         d->conn = (uint16_t)connSub(comm, idx, k);
       }
     }
+    e->nlanes++;
   }
+  size_t offLanes = sizeof(struct acuPhase);
+  size_t offShapes = offLanes + sizeof(struct acuLaneWire) * nl;
+  size_t offSteps = offShapes + sizeof(struct acuShape) * e->nshapes;
+  size_t offConns = offSteps + pad8(sizeof(struct acuStep) * e->nsteps);
+  size_t offOps = offConns + pad8(sizeof(uint16_t) * e->nconns);
+  size_t total = offOps + sizeof(struct acuOp) * e->nops;
+  if (total > cap) {
+  overflow:
+    WARN("%s: the phase does not fit a %zu-byte kernel parameter blob (%d lanes, %d steps, %d ops)", ph->what, cap,
+         nl, e->nsteps, e->nops);
+    return ncclInternalError;
+  }
+  struct acuPhase* h = (struct acuPhase*)buf;
+  memset(h, 0, sizeof(*h));
+  memcpy(buf + offLanes, e->lanes, sizeof(struct acuLaneWire) * nl);
+  memcpy(buf + offShapes, e->shapes, sizeof(struct acuShape) * e->nshapes);
+  memcpy(buf + offSteps, e->steps, sizeof(struct acuStep) * e->nsteps);
+  memcpy(buf + offConns, e->conns, sizeof(uint16_t) * e->nconns);
+  memcpy(buf + offOps, e->ops, sizeof(struct acuOp) * e->nops);
+  h->in = (uint64_t)(uintptr_t)ph->in;
+  h->out = (uint64_t)(uintptr_t)ph->out;
+  h->scalar = ph->op.scalar;
+  h->scalarPtr = (uint64_t)(uintptr_t)ph->scalarPtr;
+  h->divisor = ph->op.divisor;
+  h->conns = comm->devConns;
+  h->shared = comm->cuSharedDev;
+  h->timeoutNs = comm->opTimeoutSec > 0 ? (uint64_t)comm->opTimeoutSec * 1000000000ull : 0;
+  h->elemSize = (uint32_t)ph->elemSize;
+  h->type = (uint8_t)ph->op.type;
+  h->op = (uint8_t)ph->op.op;
+  h->reduce = (uint8_t)ph->reduce;
+  h->flags = (uint8_t)comm->cuFlags;
+  h->nlanes = (uint16_t)nl;
+  h->nsteps = (uint16_t)e->nsteps;
+  h->nconns = (uint16_t)e->nconns;
+  h->nops = (uint16_t)e->nops;
+  h->nshapes = (uint16_t)e->nshapes;
+  h->bytes = (uint32_t)total;
+  h->chunk = (uint32_t)comm->sliceBytes;
+  h->rank = comm->rank;
   return ncclSuccess;
 }
 
@@ -475,6 +650,7 @@ static ncclResult_t orderAfter(struct ncclComm* comm, cudaStream_t stream, int c
 
 ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream) {
   int capturing = 0;
+  anycclNetKick(comm); /* a proxy, if any, starts polling the FIFOs */
   ncclResult_t res = orderBefore(comm, stream, &capturing);
   unsigned char* buf = comm->blob;
   for (int p = 0; p < plan->nphases && res == ncclSuccess; p++) {

@@ -201,8 +201,16 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   if (nch < 1) nch = 1;
   if (nch > ANYCCL_MAX_CHANNELS) nch = ANYCCL_MAX_CHANNELS;
   comm->nChannels = nch;
-  /* CPU threads pay per channel; GPU blocks are many and cheap. */
-  comm->minChannelBytes = anycclRt.kind == ANYCCL_BACKEND_CUDA ? (8 << 10) : (64 << 10);
+  /* CPU threads pay per channel; GPU blocks are many and cheap, but every
+   * channel pays the step latency (the cost model of ringLanes). */
+  comm->minChannelBytes = comm->channelBytes = 64 << 10;
+  comm->baseChannels = 1;
+  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
+    comm->minChannelBytes = 8 << 10;
+    comm->channelBytes = (size_t)anycclParamInt(PARAM_CUDA_CHANNEL_BYTES);
+    comm->baseChannels = (int)anycclParamInt(PARAM_CUDA_BASE_CHANNELS);
+    if (comm->channelBytes < comm->minChannelBytes) comm->channelBytes = comm->minChannelBytes;
+  }
   comm->localRanks = comm->localRank = 0;
   for (int i = 0; i < n; i++)
     if (comm->peerInfo[i].hostHash == me->hostHash) {
@@ -210,6 +218,13 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
       comm->localRanks++;
     }
 
+  /* GPU communicators spanning hosts: every ring channel crossing hosts
+   * has sockets and pinned FIFOs of its own (cuda_backend.c). */
+  if (anycclRt.kind == ANYCCL_BACKEND_CUDA && comm->localRanks < n) {
+    int cap = (int)anycclParamInt(PARAM_CUDA_NET_CHANNELS);
+    if (cap < 1) cap = 1;
+    if (comm->nChannels > cap) comm->nChannels = cap;
+  }
   NCCLCHECK(setupRings(comm));
   /* 64-byte aligned: the vector reductions take a slower path otherwise */
   if (posix_memalign((void**)&comm->scratch, 64, (size_t)nch * comm->slotBytes) != 0) return ncclSystemError;

@@ -459,7 +459,8 @@ static __device__ __forceinline__ uint64_t phaseScalar(const acuPhase* h) {
 
 struct Blob {
   const acuPhase* h;
-  const acuLane* lanes;
+  const acuLaneWire* lanes;
+  const acuShape* shapes;
   const acuStep* steps;
   const uint16_t* conns;
   const acuOp* ops;
@@ -471,8 +472,10 @@ static __device__ Blob parse(const unsigned char* b) {
   Blob o;
   o.h = (const acuPhase*)b;
   size_t off = sizeof(acuPhase);
-  o.lanes = (const acuLane*)(b + off);
-  off += sizeof(acuLane) * o.h->nlanes;
+  o.lanes = (const acuLaneWire*)(b + off);
+  off += sizeof(acuLaneWire) * o.h->nlanes;
+  o.shapes = (const acuShape*)(b + off);
+  off += sizeof(acuShape) * o.h->nshapes;
   o.steps = (const acuStep*)(b + off);
   off += pad8(sizeof(acuStep) * o.h->nsteps);
   o.conns = (const uint16_t*)(b + off);
@@ -803,7 +806,30 @@ static __device__ void copyLane(const Blob& B, const acuLane* l) {
 static __device__ void runBlob(const unsigned char* b) {
   Blob B = parse(b);
   if (blockIdx.x >= B.h->nlanes) return;
-  const acuLane* l = &B.lanes[blockIdx.x];
+  /* The lane, whole, from its wire form and its shape. */
+  __shared__ acuLane lane;
+  if (threadIdx.x == 0) {
+    const acuLaneWire* w = &B.lanes[blockIdx.x];
+    const acuShape* sh = &B.shapes[w->shape];
+    lane.kind = w->kind;
+    lane.nsteps = w->nsteps;
+    lane.nops = w->nops;
+    lane.stepOff = w->stepOff;
+    lane.connOff = w->connOff;
+    lane.opOff = w->opOff;
+    lane.conn = w->conn;
+    lane.ll = w->ll;
+    lane.begin = w->begin;
+    lane.end = w->end;
+    lane.scratch = w->scratch;
+    lane.lenTotal = sh->lenTotal;
+    lane.lenStride = sh->lenStride;
+    lane.inStride = sh->inStride;
+    lane.outStride = sh->outStride;
+    lane.slice = sh->slice;
+  }
+  __syncthreads();
+  const acuLane* l = &lane;
   switch (l->kind) {
     case ACU_LANE_STEPS: stepLane(B, l); break;
     case ACU_LANE_SEND:

@@ -116,7 +116,12 @@ struct ncclComm {
   struct acuConn* devConns;      /* device connection table */
   int nDevConns;
   size_t sliceBytes;             /* simple-protocol step size cap (also p2p chunks) */
-  size_t minChannelBytes;        /* a ring channel gets at least this much of each block */
+  /* How many ring channels a collective uses (ringLanes): blockBytes /
+   * channelBytes, at least baseChannels, and never so many that a channel
+   * gets less than minChannelBytes of each block. */
+  size_t minChannelBytes;
+  size_t channelBytes;
+  int baseChannels;
   size_t llThreshold;            /* messages up to this many bytes use the LL protocol */
   int p2pChannels;               /* FIFOs (and GPU blocks) per peer pair for p2p and direct lanes */
   char* devScratch;              /* device twin of scratch */
@@ -126,9 +131,13 @@ struct ncclComm {
   int cuFlags;                   /* ACU_FLAG_* for every phase */
   cudaStream_t checkedStream;    /* last stream found to be on cudaDev */
   unsigned char* blob;           /* ACU_BLOB_LARGE bytes: a phase being encoded */
+  struct encoder* encoder;       /* the arrays of a phase being encoded (cuda_backend.c) */
   void* cuLastStream;            /* the stream of the last launch */
   void* cuOrderEvent;            /* recorded after each launch: orders the next one on another stream */
   int cuEventValid;              /* cuOrderEvent marks the last launch (it was not captured) */
+  struct anycclConn* cuNetConns; /* network connection ends (the proxy's view), pinned host FIFOs */
+  int cuNetCount;
+  char* cuNetStaging;            /* one pinned, device-mapped block: cuNetCount FIFOs */
 };
 
 /* cuda backend entry points (backend/cuda_backend.c) */

@@ -53,6 +53,7 @@ struct acuStep { /* same meaning as struct anycclStep (plan.h) */
   int16_t chunk, inChunk, outChunk;
 };
 
+/* A lane as the kernel sees it (rebuilt in shared memory at block start). */
 struct acuLane {
   uint8_t kind;
   uint8_t nsteps;
@@ -65,6 +66,26 @@ struct acuLane {
   uint8_t pad[3];
   uint64_t lenTotal, lenStride, inStride, outStride, begin, end, slice;
   uint64_t scratch;  /* device scratch for BUF_SCRATCH */
+};
+
+/* A lane as it travels in the blob: 40 bytes, its geometry shared with the
+ * other lanes of the phase through a shape (lanes of one phase differ only
+ * in range, connections and scratch), and its steps shared with every lane
+ * running the same step sequence. Kernel parameters above 4 KB cost a
+ * launch several microseconds more, so mid-size phases must stay small. */
+struct acuLaneWire {
+  uint8_t kind;
+  uint8_t nsteps;
+  uint16_t nops;
+  uint16_t stepOff, connOff, opOff, conn;
+  uint8_t ll;
+  uint8_t shape;    /* index into the blob's shapes */
+  uint16_t pad;
+  uint64_t begin, end;
+  uint64_t scratch;
+};
+struct acuShape {
+  uint64_t lenTotal, lenStride, inStride, outStride, slice;
 };
 
 struct acuOp {
@@ -85,11 +106,13 @@ struct acuPhase {
   uint8_t reduce;
   uint8_t flags;       /* ACU_FLAG_* */
   uint16_t nlanes, nsteps, nconns, nops;
+  uint16_t nshapes, pad16;
   uint32_t bytes;      /* header + arrays, as sent */
   uint32_t chunk;      /* p2p simple-protocol chunk bytes */
   int32_t rank;
-  /* then: struct acuLane[nlanes], struct acuStep[nsteps] (padded to 8),
-   * uint16_t conns[nconns] (padded to 8), struct acuOp[nops] */
+  /* then: struct acuLaneWire[nlanes], struct acuShape[nshapes],
+   * struct acuStep[nsteps] (padded to 8), uint16_t conns[nconns] (padded
+   * to 8), struct acuOp[nops] */
 };
 
 /* Blob capacities: the tiny and small blobs keep launches cheap; larger phases take

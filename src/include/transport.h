@@ -112,6 +112,20 @@ extern const struct anycclTransport anycclTransportNet;
  * slots of every net connection through the net plugin table. */
 ncclResult_t anycclNetSetup(struct ncclComm* comm);
 void anycclNetFree(struct ncclComm* comm);
+/* The proxy over a given set of connection ends (the cuda backend's, whose
+ * FIFOs are pinned host memory the GPU reads and writes). A send end without
+ * a FIFO (ctrl NULL) gets one in host memory. The FIFO index of an end in
+ * its receiver's numbering (conn->fifoIndex) must be unique per receiver:
+ * the two ends meet through it. gpu: the executor cannot ring the proxy's
+ * bell, so the proxy polls while work is recent. */
+struct anycclNetEnd {
+  struct anycclConn* conn;
+  int send;
+  int channel; /* ring channel, or -1 */
+};
+ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* ends, int count, int gpu);
+/* Work is coming (a launch): wake the proxy. */
+void anycclNetKick(struct ncclComm* comm);
 
 /* Create the segment, exchange peer info, map peers, set up every
  * connection (ring channels and the all-pairs p2p mesh). */

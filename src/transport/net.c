@@ -10,9 +10,11 @@
 #define _GNU_SOURCE
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 #include "bootstrap.h"
 #include "checks.h"
@@ -26,6 +28,7 @@ struct netConn {
   int send;
   void* netComm;
   void* listenComm;
+  int channel;             /* ring channel (spreads listens over devices), -1: p2p */
   void* reqs[ANYCCL_MAX_SLOTS];
   uint64_t posted, done;
   uint64_t doneShared;     /* copy of done for other threads (atomic) */
@@ -44,6 +47,7 @@ struct anycclProxy {
   int started;
   int stop;
   int exited; /* the proxy thread gave up on an error */
+  int gpu;    /* the executor is a GPU: it cannot ring the bell, so the proxy polls */
 };
 
 static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -68,7 +72,7 @@ static int progressSend(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     nc->done++;
     __atomic_store_n(&nc->doneShared, nc->done, __ATOMIC_RELEASE);
     __atomic_store_n(&c->ctrl->head, nc->done, __ATOMIC_RELEASE);
-    anycclBellRing(p->comm->bell);
+    if (p->comm->bell) anycclBellRing(p->comm->bell);
     progressed = 1;
   }
   return progressed;
@@ -103,15 +107,29 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     c->ctrl->sizes[slot] = got;
     nc->done++;
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
-    anycclBellRing(p->comm->bell);
+    if (p->comm->bell) anycclBellRing(p->comm->bell);
     progressed = 1;
   }
   return progressed;
 }
 
+static int64_t nowUs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+/* A GPU posts slots without a doorbell: while work is recent (a launch
+ * kicked the proxy, or slots moved, within GPU_ACTIVE_US) the proxy polls
+ * the FIFOs and yields; after that it sleeps in poll() GPU_IDLE_MS at a time
+ * (the first step after a long idle period can wait that long). */
+#define GPU_ACTIVE_US 20000
+#define GPU_IDLE_MS 1
+
 static void* proxyMain(void* arg) {
   struct anycclProxy* p = arg;
   struct ncclComm* comm = p->comm;
+  int64_t active = nowUs();
   while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
     int progressed = 0;
     ncclResult_t err = ncclSuccess;
@@ -126,16 +144,23 @@ static void* proxyMain(void* arg) {
              comm->rank, ncclGetErrorString(err));
         anycclCommSetError(comm, err == ncclRemoteError ? ncclRemoteError : ncclSystemError);
       }
-      anycclBellRing(comm->bell);
+      if (comm->bell) anycclBellRing(comm->bell);
+      anycclCudaAbort(comm); /* kernels waiting on this peer stop now */
       __atomic_store_n(&p->exited, 1, __ATOMIC_RELEASE);
       break;
     }
+    if (p->gpu && progressed) active = nowUs();
     if (progressed) continue;
+    if (p->gpu && nowUs() - active < GPU_ACTIVE_US) {
+      sched_yield();
+      continue;
+    }
     struct pollfd pfd = {p->efd, POLLIN, 0};
-    if (poll(&pfd, 1, NCCL_SOCKET_POLL_MS) > 0) {
+    if (poll(&pfd, 1, p->gpu ? GPU_IDLE_MS : NCCL_SOCKET_POLL_MS) > 0) {
       uint64_t v;
       ssize_t r = read(p->efd, &v, sizeof(v));
       (void)r;
+      active = nowUs();
     }
   }
   return NULL;
@@ -145,12 +170,6 @@ static void* proxyMain(void* arg) {
  * bootstrap tag that carries its listen handle. */
 #define NET_TAG(fifo) (0x4e000 + (fifo))
 
-static void addConn(struct anycclProxy* p, struct anycclConn* c, int send) {
-  struct netConn* nc = &p->conns[p->nconns++];
-  nc->conn = c;
-  nc->send = send;
-}
-
 ncclResult_t anycclNetSetup(struct ncclComm* comm) {
   int n = comm->nRanks;
   int count = 0;
@@ -158,11 +177,38 @@ ncclResult_t anycclNetSetup(struct ncclComm* comm) {
   for (int q = 0; q < n; q++)
     if (q != comm->rank) count += comm->p2pSend[q].net + comm->p2pRecv[q].net;
   if (count == 0) return ncclSuccess;
+  struct anycclNetEnd* ends;
+  ANYCCL_CALLOC(ends, count);
+  int k = 0;
+  for (int ch = 0; ch < comm->nChannels; ch++) {
+    if (comm->ringSend[ch].net) ends[k++] = (struct anycclNetEnd){&comm->ringSend[ch], 1, ch};
+    if (comm->ringRecv[ch].net) ends[k++] = (struct anycclNetEnd){&comm->ringRecv[ch], 0, ch};
+  }
+  for (int q = 0; q < n; q++) {
+    if (q == comm->rank) continue;
+    if (comm->p2pSend[q].net) ends[k++] = (struct anycclNetEnd){&comm->p2pSend[q], 1, -1};
+    if (comm->p2pRecv[q].net) ends[k++] = (struct anycclNetEnd){&comm->p2pRecv[q], 0, -1};
+  }
+  ncclResult_t res = anycclNetStart(comm, ends, count, 0);
+  free(ends);
+  for (int ch = 0; ch < comm->nChannels && res == ncclSuccess; ch++)
+    if (comm->ringSend[ch].net)
+      INFO(NCCL_INIT | NCCL_NET, "Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s/0", ch, comm->nChannels,
+           comm->rank, comm->cudaDev, comm->ringSend[ch].peer, comm->peerInfo[comm->ringSend[ch].peer].cudaDev,
+           comm->proxy->net->name);
+  return res;
+}
 
+void anycclNetKick(struct ncclComm* comm) {
+  if (comm->proxy) anycclBellRing(&comm->proxy->bell);
+}
+
+ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* ends, int count, int gpu) {
   struct anycclProxy* p;
   ANYCCL_CALLOC(p, 1);
   comm->proxy = p;
   p->comm = comm;
+  p->gpu = gpu;
   p->net = &anycclNetSocket;
   p->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (p->efd < 0) return ncclSystemError;
@@ -171,14 +217,11 @@ ncclResult_t anycclNetSetup(struct ncclComm* comm) {
   int ndev = 0;
   NCCLCHECK(p->net->devices(&ndev));
   ANYCCL_CALLOC(p->conns, count);
-  for (int ch = 0; ch < comm->nChannels; ch++) {
-    if (comm->ringSend[ch].net) addConn(p, &comm->ringSend[ch], 1);
-    if (comm->ringRecv[ch].net) addConn(p, &comm->ringRecv[ch], 0);
-  }
-  for (int q = 0; q < n; q++) {
-    if (q == comm->rank) continue;
-    if (comm->p2pSend[q].net) addConn(p, &comm->p2pSend[q], 1);
-    if (comm->p2pRecv[q].net) addConn(p, &comm->p2pRecv[q], 0);
+  for (int i = 0; i < count; i++) {
+    struct netConn* nc = &p->conns[p->nconns++];
+    nc->conn = ends[i].conn;
+    nc->send = ends[i].send;
+    nc->channel = ends[i].channel;
   }
   /* 1. receivers listen and send their handles; 2. senders connect;
    * 3. receivers accept (connects completed in the kernel's backlog). */
@@ -190,9 +233,7 @@ ncclResult_t anycclNetSetup(struct ncclComm* comm) {
     if (nc->send) continue;
     /* channels spread over the network devices (NCCL_SOCKET_IFNAME may
      * name several): ring channel c listens on device c mod ndev */
-    int dev = 0;
-    for (int ch = 0; ch < comm->nChannels; ch++)
-      if (c == &comm->ringRecv[ch] && ndev > 0) dev = ch % ndev;
+    int dev = nc->channel >= 0 && ndev > 0 ? nc->channel % ndev : 0;
     char handle[ANYCCL_NET_HANDLE_MAXSIZE];
     NCCLCHECK(p->net->listen(dev, handle, &nc->listenComm, &comm->abortFlag));
     NCCLCHECK(bootstrapSend(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), handle, sizeof(handle)));
@@ -201,10 +242,12 @@ ncclResult_t anycclNetSetup(struct ncclComm* comm) {
     struct netConn* nc = &p->conns[i];
     struct anycclConn* c = nc->conn;
     if (!nc->send) continue;
-    if (posix_memalign((void**)&nc->staging, 4096, fifoBytes) != 0) return ncclSystemError;
-    memset(nc->staging, 0, alignUp(sizeof(struct anycclFifoCtrl), 4096));
-    c->ctrl = (struct anycclFifoCtrl*)nc->staging;
-    c->buf = nc->staging + alignUp(sizeof(struct anycclFifoCtrl), 4096);
+    if (c->ctrl == NULL) { /* the caller gave no staging FIFO: host memory of our own */
+      if (posix_memalign((void**)&nc->staging, 4096, fifoBytes) != 0) return ncclSystemError;
+      memset(nc->staging, 0, alignUp(sizeof(struct anycclFifoCtrl), 4096));
+      c->ctrl = (struct anycclFifoCtrl*)nc->staging;
+      c->buf = nc->staging + alignUp(sizeof(struct anycclFifoCtrl), 4096);
+    }
     char handle[ANYCCL_NET_HANDLE_MAXSIZE];
     NCCLCHECK(bootstrapRecv(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), handle, sizeof(handle)));
     NCCLCHECK(p->net->connect(0, handle, &nc->netComm, &comm->abortFlag));
@@ -218,11 +261,6 @@ ncclResult_t anycclNetSetup(struct ncclComm* comm) {
     p->net->closeListen(nc->listenComm);
     nc->listenComm = NULL;
   }
-  for (int ch = 0; ch < comm->nChannels; ch++)
-    if (comm->ringSend[ch].net)
-      INFO(NCCL_INIT | NCCL_NET, "Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s/0", ch, comm->nChannels,
-           comm->rank, comm->cudaDev, comm->ringSend[ch].peer, comm->peerInfo[comm->ringSend[ch].peer].cudaDev,
-           p->net->name);
   INFO(NCCL_INIT | NCCL_NET, "NET/%s: rank %d has %d network connections, proxy thread started", p->net->name,
        comm->rank, p->nconns);
   if (pthread_create(&p->thread, NULL, proxyMain, p) != 0) {

@@ -6,7 +6,7 @@
 #   gpupack/gpu-work/nt-nccl/*_perf     nccl-tests, built once against the local NCCL
 #   gpupack/gpu-work/nt-anyccl          -> nt-nccl (the binaries only see nccl.h's ABI;
 #                                          LD_LIBRARY_PATH picks the library)
-#   gpupack/coll_gpu, gpupack/enqueue_probe
+#   gpupack/coll_gpu, gpupack/enqueue_probe, gpupack/net_bench
 #
 #   tests/gpu/pack.sh [PACK_DIR]        (default: gpupack, git-ignored)
 #
@@ -32,6 +32,8 @@ cmake --install "$BUILD" --prefix "$PACK/prefix" > /dev/null
 rm -f "$PACK"/prefix/lib/libanyccl-cpu*
 cp "$BUILD/tests/coll/coll_gpu" "$PACK/"
 cc -O2 -std=gnu11 -I"$CUDA_HOME/include" tests/gpu/enqueue_probe.c -o "$PACK/enqueue_probe" \
+   -L"$CUDA_HOME/lib64" -lnccl -lcudart_static -lpthread -ldl -lrt
+cc -O2 -std=gnu11 -I"$CUDA_HOME/include" tests/gpu/net_bench.c -o "$PACK/net_bench" \
    -L"$CUDA_HOME/lib64" -lnccl -lcudart_static -lpthread -ldl -lrt
 if [ ! -x "$PACK/gpu-work/nt-nccl/all_reduce_perf" ]; then
   make -C "$NCCL_TESTS_SRC" BUILDDIR="$PACK/gpu-work/nt-nccl" NCCL_HOME="$CUDA_HOME" CUDA_HOME="$CUDA_HOME" \

@@ -6,11 +6,31 @@
 #ifndef ANYCCL_TEST_LAUNCH_H
 #define ANYCCL_TEST_LAUNCH_H
 
+#include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* Checks for the rank programs: report the call and the rank (a `rank`
+ * variable in scope), exit 2. */
+#define CK(x)                                                                              \
+  do {                                                                                     \
+    ncclResult_t r_ = (x);                                                                 \
+    if (r_ != ncclSuccess) {                                                               \
+      fprintf(stderr, "rank %d: %s failed: %s\n", rank, #x, ncclGetErrorString(r_));      \
+      exit(2);                                                                             \
+    }                                                                                      \
+  } while (0)
+#define CUCK(x)                                                                            \
+  do {                                                                                     \
+    cudaError_t e_ = (x);                                                                  \
+    if (e_ != cudaSuccess) {                                                               \
+      fprintf(stderr, "rank %d: %s failed: %s\n", rank, #x, cudaGetErrorString(e_));      \
+      exit(2);                                                                             \
+    }                                                                                      \
+  } while (0)
 
 static int readUniqueId(const char* idfile, ncclUniqueId* id) {
   FILE* f = NULL;

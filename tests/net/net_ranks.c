@@ -12,15 +12,6 @@
 #include <unistd.h>
 #include "launch.h"
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    ncclResult_t r_ = (x);                                                                 \
-    if (r_ != ncclSuccess) {                                                               \
-      fprintf(stderr, "rank %d: %s failed: %s\n", rank, #x, ncclGetErrorString(r_));      \
-      exit(2);                                                                             \
-    }                                                                                      \
-  } while (0)
-
 static int rank;
 
 static int child(int n, int rph, size_t count, const char* idfile) {
