@@ -86,10 +86,13 @@ static ncclResult_t checkTask(struct ncclComm* comm, struct anycclTask* t) {
 }
 
 static ncclResult_t submit(struct anycclTask* t, struct ncclComm* comm) {
+  if (anycclProfOn < 0) anycclProfInit();
+  uint64_t t0 = anycclProfNow();
   ncclResult_t res = checkTask(comm, t);
   if (res != ncclSuccess) return fail(res);
   NCCLCHECK(anycclGroupStartInternal());
   res = anycclEnqueue(comm, t);
+  anycclProfAdd(PROF_SUBMIT, t0);
   if (res != ncclSuccess) anycclGroupSetError(res);
   ncclResult_t g = anycclGroupEndInternal();
   return res != ncclSuccess ? res : g;

@@ -651,23 +651,33 @@ static ncclResult_t orderAfter(struct ncclComm* comm, cudaStream_t stream, int c
 ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream) {
   int capturing = 0;
   anycclNetKick(comm); /* a proxy, if any, starts polling the FIFOs */
+  uint64_t t0 = anycclProfNow();
   ncclResult_t res = orderBefore(comm, stream, &capturing);
+  anycclProfAdd(PROF_ORDER, t0);
   unsigned char* buf = comm->blob;
   for (int p = 0; p < plan->nphases && res == ncclSuccess; p++) {
     const struct anycclPhase* ph = &plan->phases[p];
     if (ph->nlanes == 0) continue;
+    t0 = anycclProfNow();
     res = encodePhase(comm, ph, buf, ACU_BLOB_LARGE);
+    anycclProfAdd(PROF_ENCODE, t0);
     if (res != ncclSuccess) break;
     if (((struct acuPhase*)buf)->nlanes == 0) continue;
+    t0 = anycclProfNow();
     int e = acuLaunchPhase((const struct acuPhase*)buf, (void*)stream);
+    anycclProfAdd(PROF_KERNEL, t0);
     if (e != 0) {
       WARN("%s: kernel launch on stream %p failed: %s (%d); is the stream valid and on device %d?", ph->what,
            (void*)stream, acuErrorString(e), e, comm->cudaDev);
       res = ncclUnhandledCudaError;
     }
   }
+  t0 = anycclProfNow();
   if (res == ncclSuccess) res = orderAfter(comm, stream, capturing);
+  anycclProfAdd(PROF_ORDER, t0);
   plan->seq = comm->launches++;
+  t0 = anycclProfNow();
   anycclPlanFree(plan);
+  anycclProfAdd(PROF_FREE, t0);
   return res;
 }

@@ -4,9 +4,12 @@
  * the stream: collectives in call order, then all sends/receives at once.
  * Inits inside a group run concurrently at the end of the group. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include "checks.h"
+#include "param.h"
 #include "comm.h"
 #include "rt.h"
 
@@ -99,6 +102,37 @@ static int p2pDepends(const struct ncclComm* comm, struct anycclTask* const* ear
   return 0;
 }
 
+/* ---- host-time profile ---------------------------------------------------------- */
+int anycclProfOn = -1; /* -1: not read yet */
+static uint64_t profNs[PROF_COUNT], profCalls[PROF_COUNT];
+static const char* profNames[PROF_COUNT] = {"submit (check+enqueue)", "group end (all)", "build plan", "set device",
+                                            "encode phases", "kernel launches", "stream order", "free plan+tasks"};
+
+uint64_t anycclProfNow(void) {
+  if (anycclProfOn <= 0) return 0;
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+void anycclProfAdd(int section, uint64_t since) {
+  if (anycclProfOn <= 0) return;
+  __atomic_fetch_add(&profNs[section], anycclProfNow() - since, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&profCalls[section], 1, __ATOMIC_RELAXED);
+}
+static void profReport(void) {
+  fprintf(stderr, "anyccl host profile (ANYCCL_PROFILE_HOST): section, calls, mean us\n");
+  for (int i = 0; i < PROF_COUNT; i++)
+    if (profCalls[i])
+      fprintf(stderr, "  %-24s %10llu %8.3f\n", profNames[i], (unsigned long long)profCalls[i],
+              profNs[i] / 1e3 / profCalls[i]);
+}
+/* Read once, on the first submit (before any timing). */
+void anycclProfInit(void) {
+  if (anycclProfOn >= 0) return;
+  anycclProfOn = anycclParamInt(PARAM_PROFILE_HOST) > 0;
+  if (anycclProfOn) atexit(profReport);
+}
+
 ncclResult_t anycclBuildPlan(struct ncclComm* comm, struct anycclTask* tasks, struct anycclPlan** out) {
   int ncoll = 0, np2p = 0;
   for (struct anycclTask* t = tasks; t; t = t->next) {
@@ -173,11 +207,15 @@ static ncclResult_t launchComm(struct ncclComm* comm, int* curDev) {
   comm->inGroupList = 0;
   if (tasks == NULL) return ncclSuccess;
   struct anycclPlan* plan = NULL;
+  uint64_t t0 = anycclProfNow();
   ncclResult_t res = anycclBuildPlan(comm, tasks, &plan);
+  anycclProfAdd(PROF_BUILD, t0);
   cudaStream_t stream = tasks->stream;
   /* The NULL stream means the comm's device's default stream. */
   if (res == ncclSuccess && plan != NULL && *curDev != comm->cudaDev) {
+    t0 = anycclProfNow();
     anycclRt.setDevice(comm->cudaDev);
+    anycclProfAdd(PROF_SETDEV, t0);
     *curDev = comm->cudaDev;
   }
   if (res == ncclSuccess && plan != NULL) {
@@ -192,7 +230,9 @@ static ncclResult_t launchComm(struct ncclComm* comm, int* curDev) {
       if (!seen) res = streamJoin(t->stream, stream);
     }
   }
+  t0 = anycclProfNow();
   freeTasks(tasks);
+  anycclProfAdd(PROF_FREE, t0);
   return res;
 }
 
@@ -247,6 +287,7 @@ ncclResult_t anycclGroupEndInternal(void) {
 
   struct ncclComm* comms = groupComms;
   groupComms = NULL;
+  uint64_t t0 = anycclProfNow();
   int saved = -1;
   if (comms) anycclRt.getDevice(&saved);
   int cur = saved;
@@ -262,6 +303,11 @@ ncclResult_t anycclGroupEndInternal(void) {
     }
     c = next;
   }
-  if (cur != saved && saved >= 0) anycclRt.setDevice(saved);
+  if (cur != saved && saved >= 0) {
+    uint64_t t1 = anycclProfNow();
+    anycclRt.setDevice(saved);
+    anycclProfAdd(PROF_SETDEV, t1);
+  }
+  if (comms) anycclProfAdd(PROF_GROUPEND, t0);
   return res;
 }
