@@ -139,6 +139,24 @@ static int directReduce(const struct ncclComm* comm, int root, int inPlace, stru
   return directReduceInto(comm, s, 0);
 }
 
+/* Reduce-scatter: chunk q of the input goes straight to rank q; every rank
+ * reduces its own chunk from all n inputs (lane geometry: n blocks of
+ * `count`, BUF_OUT one block). */
+static int directReduceScatter(const struct ncclComm* comm, int root, int inPlace, struct anycclStep* s) {
+  int n = comm->nRanks, r = comm->rank, k = 0;
+  for (int i = 1; i < n; i++) {
+    int q = (r + i) % n;
+    s[k++] = STEP(NO, n + q, BUF_IN, BUF_NONE, BUF_NONE, q, q, 0);
+  }
+  for (int j = 0; j < n; j++) {
+    uint8_t out = j == n - 1 ? BUF_OUT : BUF_SCRATCH;
+    uint8_t acc = j == 0 ? BUF_NONE : BUF_SCRATCH;
+    if (j == r) s[k++] = STEP(NO, NO, BUF_IN, acc, out, r, r, 0);
+    else s[k++] = STEP(j, NO, BUF_NONE, acc, out, r, 0, 0);
+  }
+  return k;
+}
+
 static int directBroadcast(const struct ncclComm* comm, int root, int inPlace, struct anycclStep* s) {
   int n = comm->nRanks, r = comm->rank, k = 0;
   if (r != root) {
@@ -209,9 +227,11 @@ static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, con
   return ncclSuccess;
 }
 
+/* One lane over the all-pairs mesh; geometry: `nblocks` blocks of `count`
+ * elements (BUF_IN block c at c*count, BUF_OUT at c*outStride). */
 static ncclResult_t directLane(struct ncclComm* comm, struct anycclPhase* ph,
                                int (*program)(const struct ncclComm*, int, int, struct anycclStep*), int root,
-                               int inPlace, size_t count) {
+                               int inPlace, size_t count, int nblocks, size_t outStride) {
   struct anycclStep* steps;
   ANYCCL_CALLOC(steps, 2 * comm->nRanks + 2);
   ph->steps = steps;
@@ -226,7 +246,9 @@ static ncclResult_t directLane(struct ncclComm* comm, struct anycclPhase* ph,
     l->conns[q] = q == comm->rank ? NULL : &comm->p2pRecv[q];
     l->conns[n + q] = q == comm->rank ? NULL : &comm->p2pSend[q];
   }
-  l->lenTotal = l->lenStride = count;
+  l->lenTotal = count * (size_t)nblocks;
+  l->lenStride = l->inStride = count;
+  l->outStride = outStride;
   l->begin = l->pos = 0;
   l->end = count;
   l->slice = comm->slotBytes / ph->elemSize;
@@ -328,7 +350,7 @@ ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, 
     case FUNC_ALLREDUCE: {
       direct = pickDirect(comm, bytes);
       if (direct) {
-        NCCLCHECK(directLane(comm, ph, directAllReduce, 0, inPlace, count));
+        NCCLCHECK(directLane(comm, ph, directAllReduce, 0, inPlace, count, 1, 0));
       } else {
         size_t align = alignElems(es);
         size_t block = (count + n - 1) / n;
@@ -338,19 +360,21 @@ ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, 
       break;
     }
     case FUNC_REDUCESCATTER:
-      NCCLCHECK(ringLanes(comm, ph, &rp, (size_t)n * count, count, count, 0));
+      direct = pickDirect(comm, bytes * n);
+      if (direct) NCCLCHECK(directLane(comm, ph, directReduceScatter, 0, inPlace, count, n, 0));
+      else NCCLCHECK(ringLanes(comm, ph, &rp, (size_t)n * count, count, count, 0));
       break;
     case FUNC_ALLGATHER:
       NCCLCHECK(ringLanes(comm, ph, &rp, (size_t)n * count, count, 0, count));
       break;
     case FUNC_BROADCAST:
       direct = pickDirect(comm, bytes);
-      if (direct) NCCLCHECK(directLane(comm, ph, directBroadcast, t->root, inPlace, count));
+      if (direct) NCCLCHECK(directLane(comm, ph, directBroadcast, t->root, inPlace, count, 1, 0));
       else NCCLCHECK(ringLanes(comm, ph, &rp, count, count, 0, 0));
       break;
     case FUNC_REDUCE:
       direct = pickDirect(comm, bytes);
-      if (direct) NCCLCHECK(directLane(comm, ph, directReduce, t->root, inPlace, count));
+      if (direct) NCCLCHECK(directLane(comm, ph, directReduce, t->root, inPlace, count, 1, 0));
       else NCCLCHECK(ringLanes(comm, ph, &rp, count, count, 0, 0));
       break;
     default:
