@@ -41,5 +41,14 @@ if [ ! -x "$PACK/gpu-work/nt-nccl/all_reduce_perf" ]; then
   find "$PACK/gpu-work/nt-nccl" -name '*.o' -delete
   strip "$PACK"/gpu-work/nt-nccl/*_perf
 fi
+# PACK_MPI=1: also nccl-tests with MPI=1 (gpu-work/nt-mpi, for mpirun on the GPU host; carry it
+# with prefix/ only: the whole pack is then over the 64 MiB a device call carries)
+if [ "${PACK_MPI:-0}" = 1 ] && [ ! -x "$PACK/gpu-work/nt-mpi/all_reduce_perf" ] && command -v mpicc > /dev/null; then
+  MPI_HOME=${MPI_HOME:-$(dirname "$(mpicc -showme:incdirs 2>/dev/null | awk '{print $1}')")}
+  make -C "$NCCL_TESTS_SRC" BUILDDIR="$PACK/gpu-work/nt-mpi" MPI=1 MPI_HOME="$MPI_HOME" NCCL_HOME="$CUDA_HOME" \
+       CUDA_HOME="$CUDA_HOME" NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90 -j "$JOBS" > "$PACK/nccl-tests-mpi-build.log" 2>&1
+  find "$PACK/gpu-work/nt-mpi" -name '*.o' -delete
+  strip "$PACK"/gpu-work/nt-mpi/*_perf
+fi
 ln -sfn nt-nccl "$PACK/gpu-work/nt-anyccl"
 du -sh "$PACK"
