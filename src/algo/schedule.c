@@ -169,6 +169,15 @@ static int directBroadcast(const struct ncclComm* comm, int root, int inPlace, s
 }
 
 /* ---- lanes --------------------------------------------------------------- */
+int anycclLaneConns(const struct anycclLane* l) {
+  int m = 0;
+  for (int i = 0; i < l->nsteps; i++) {
+    if (l->steps[i].recv + 1 > m) m = l->steps[i].recv + 1;
+    if (l->steps[i].send + 1 > m) m = l->steps[i].send + 1;
+  }
+  return m;
+}
+
 static size_t alignElems(size_t elemSize) { return 512 / elemSize; }
 
 /* A ring program for channel ch (rings may differ per channel). */

@@ -379,14 +379,6 @@ ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
 static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
 _Static_assert(sizeof(struct acuPhase) % 8 == 0, "the lanes after the header hold 64-bit fields");
 
-static int laneConnCount(const struct anycclLane* l) {
-  int m = 0;
-  for (int i = 0; i < l->nsteps; i++) {
-    if (l->steps[i].recv + 1 > m) m = l->steps[i].recv + 1;
-    if (l->steps[i].send + 1 > m) m = l->steps[i].send + 1;
-  }
-  return m;
-}
 
 /* One GPU lane: a plan lane, or the k-th cut of one. */
 struct gpuLane {
@@ -525,7 +517,7 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
               : l->kind == LANE_P2P_RECV ? ACU_LANE_RECV
                                          : ACU_LANE_COPY;
     if (l->kind == LANE_STEPS) {
-      int nc = laneConnCount(l);
+      int nc = anycclLaneConns(l);
       int so = addSteps(e, l);
       if (so < 0 || e->nconns + nc > (int)(sizeof(e->conns) / sizeof(e->conns[0]))) goto overflow;
       d->nsteps = (uint8_t)l->nsteps;
@@ -615,6 +607,12 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
   h->chunk = (uint32_t)comm->sliceBytes;
   h->rank = comm->rank;
   return ncclSuccess;
+}
+
+/* The blob encodePhase makes, for the unit test of the format (tests/algo). */
+ncclResult_t anycclCudaEncodeForTest(struct ncclComm* comm, const struct anycclPhase* ph, unsigned char* buf,
+                                     size_t cap) {
+  return encodePhase(comm, ph, buf, cap);
 }
 
 /* A communicator's kernels share connections and step counters, so they

@@ -103,6 +103,8 @@ void anycclPlanFree(struct anycclPlan* plan);
 struct anycclTask;
 /* Algorithms (algo/schedule.c): one collective task -> one phase; all the
  * send/recv tasks of a group -> one phase. */
+/* Connections a STEPS lane's program uses (1 + the largest index). */
+int anycclLaneConns(const struct anycclLane* l);
 ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, struct anycclPhase* ph);
 ncclResult_t anycclP2pPhase(struct ncclComm* comm, struct anycclTask** tasks, int ntasks, struct anycclPhase* ph);
 const char* anycclFuncName(int func);

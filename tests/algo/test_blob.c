@@ -1,0 +1,309 @@
+/* The cuda backend's kernel-parameter blob, checked on a machine without a
+ * GPU: plans are built by the real schedules for a communicator configured
+ * as on GPUs, encoded by the real encoder (cuda_backend.c), then decoded the
+ * way the kernel does (exec.cu: parse, then each block rebuilds its lane
+ * from the 40-byte wire lane and its shape) and compared with the plan.
+ * Also checks the ring channel count chosen per size, and that mid-size
+ * phases fit the 4 KB entry point (a larger blob costs every launch). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "comm.h"
+#include "cuda_exec.h"
+#include "plan.h"
+
+static int fails, checks;
+#define EXPECT(c, ...)                                             \
+  do {                                                             \
+    checks++;                                                      \
+    if (!(c)) {                                                    \
+      fails++;                                                     \
+      fprintf(stderr, "FAIL %s:%d (%s): ", __FILE__, __LINE__, #c); \
+      fprintf(stderr, __VA_ARGS__);                                \
+      fprintf(stderr, "\n");                                       \
+    }                                                              \
+  } while (0)
+
+#define SLOT (512u << 10)
+
+/* A communicator as the cuda backend sets one up (4 ranks by default): two
+ * ring shapes alternating over the channels, so that lanes of different
+ * channels run different step programs and equal ones can be shared. */
+static struct ncclComm* fakeComm(int n, int r, int nch) {
+  struct ncclComm* c = calloc(1, sizeof(*c));
+  c->nRanks = n;
+  c->rank = r;
+  c->nChannels = nch;
+  c->nHosts = 1;
+  c->cuda = 1;
+  c->ringOrder = calloc((size_t)n * nch, sizeof(int));
+  for (int ch = 0; ch < nch; ch++)
+    for (int i = 0; i < n; i++) {
+      int q = ch % 2 ? (n - i) % n : i;
+      c->ringOrder[ch * n + i] = q;
+      if (q == r) c->ringPos[ch] = i;
+    }
+  c->nslots = 8;
+  c->slotBytes = SLOT;
+  c->sliceBytes = SLOT;
+  c->llThreshold = 128 << 10;
+  c->directThreshold = 128 << 10;
+  c->minChannelBytes = 8 << 10;
+  c->channelBytes = 64 << 10;
+  c->baseChannels = 16;
+  c->forceAlgo = -1;
+  c->peerThreshold = (size_t)-1;
+  c->p2pChannels = 32;
+  c->scratch = (char*)(uintptr_t)0x10000000;    /* only offsets from it are used */
+  c->devScratch = (char*)(uintptr_t)0x700000000;
+  c->p2pSend = calloc(n, sizeof(*c->p2pSend));
+  c->p2pRecv = calloc(n, sizeof(*c->p2pRecv));
+  return c;
+}
+
+static void freeComm(struct ncclComm* c) {
+  free(c->encoder);
+  free(c->ringOrder);
+  free(c->p2pSend);
+  free(c->p2pRecv);
+  free(c);
+}
+
+static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
+
+/* The kernel's view of a blob. */
+struct decoded {
+  const struct acuPhase* h;
+  const struct acuLaneWire* lanes;
+  const struct acuShape* shapes;
+  const struct acuStep* steps;
+  const uint16_t* conns;
+  const struct acuOp* ops;
+};
+static struct decoded parse(const unsigned char* b) {
+  struct decoded d;
+  d.h = (const struct acuPhase*)b;
+  size_t off = sizeof(struct acuPhase);
+  d.lanes = (const struct acuLaneWire*)(b + off);
+  off += sizeof(struct acuLaneWire) * d.h->nlanes;
+  d.shapes = (const struct acuShape*)(b + off);
+  off += sizeof(struct acuShape) * d.h->nshapes;
+  d.steps = (const struct acuStep*)(b + off);
+  off += pad8(sizeof(struct acuStep) * d.h->nsteps);
+  d.conns = (const uint16_t*)(b + off);
+  off += pad8(sizeof(uint16_t) * d.h->nconns);
+  d.ops = (const struct acuOp*)(b + off);
+  off += sizeof(struct acuOp) * d.h->nops;
+  EXPECT(off == d.h->bytes, "blob layout %zu bytes, header says %u", off, d.h->bytes);
+  return d;
+}
+static struct acuLane rebuild(const struct decoded* d, int i) {
+  const struct acuLaneWire* w = &d->lanes[i];
+  const struct acuShape* sh = &d->shapes[w->shape];
+  struct acuLane l;
+  memset(&l, 0, sizeof(l));
+  l.kind = w->kind;
+  l.nsteps = w->nsteps;
+  l.nops = w->nops;
+  l.stepOff = w->stepOff;
+  l.connOff = w->connOff;
+  l.opOff = w->opOff;
+  l.conn = w->conn;
+  l.ll = w->ll;
+  l.begin = w->begin;
+  l.end = w->end;
+  l.scratch = w->scratch;
+  l.lenTotal = sh->lenTotal;
+  l.lenStride = sh->lenStride;
+  l.inStride = sh->inStride;
+  l.outStride = sh->outStride;
+  l.slice = sh->slice;
+  return l;
+}
+
+/* Encode one phase and check every GPU lane against the plan lane it came
+ * from (a plan lane is cut into consecutive GPU lanes, or none if empty). */
+static void checkPhase(struct ncclComm* comm, const struct anycclPhase* ph, const char* what, size_t maxBlob) {
+  static unsigned char buf[ACU_BLOB_LARGE];
+  ncclResult_t res = anycclCudaEncodeForTest(comm, ph, buf, sizeof(buf));
+  EXPECT(res == ncclSuccess, "%s: encode failed (%d)", what, res);
+  if (res != ncclSuccess) return;
+  struct decoded d = parse(buf);
+  EXPECT(d.h->bytes <= maxBlob, "%s: %u-byte blob, wanted at most %zu (%u lanes)", what, d.h->bytes, maxBlob,
+         d.h->nlanes);
+  EXPECT(d.h->elemSize == ph->elemSize, "%s: element size", what);
+  int g = 0, maxSteps = 0;
+  for (int i = 0; i < ph->nlanes; i++) {
+    const struct anycclLane* pl = &ph->lanes[i];
+    if (pl->kind == LANE_STEPS) {
+      if (pl->nsteps > maxSteps) maxSteps = pl->nsteps;
+      uint64_t next = pl->begin;
+      while (g < d.h->nlanes && next < pl->end) {
+        struct acuLane l = rebuild(&d, g);
+        EXPECT(l.kind == ACU_LANE_STEPS, "%s lane %d: kind %d", what, g, l.kind);
+        EXPECT(l.begin == next, "%s lane %d: begins at %llu, the last ended at %llu", what, g,
+               (unsigned long long)l.begin, (unsigned long long)next);
+        EXPECT(l.end > l.begin && l.end <= pl->end, "%s lane %d: range [%llu, %llu) outside the plan's", what, g,
+               (unsigned long long)l.begin, (unsigned long long)l.end);
+        EXPECT(l.lenTotal == pl->lenTotal && l.lenStride == pl->lenStride && l.inStride == pl->inStride &&
+                   l.outStride == pl->outStride,
+               "%s lane %d: geometry", what, g);
+        uint64_t slice = pl->slice * ph->elemSize > comm->sliceBytes ? comm->sliceBytes / ph->elemSize : pl->slice;
+        EXPECT(l.slice >= 1 && l.slice <= slice, "%s lane %d: slice %llu (plan %zu)", what, g,
+               (unsigned long long)l.slice, pl->slice);
+        EXPECT(!l.ll || l.slice * ph->elemSize <= (64u << 10) / 2, "%s lane %d: LL slice too large", what, g);
+        EXPECT(l.nsteps == pl->nsteps, "%s lane %d: %d steps, plan %d", what, g, l.nsteps, pl->nsteps);
+        for (int s = 0; s < pl->nsteps && s < l.nsteps; s++) {
+          const struct acuStep* a = &d.steps[l.stepOff + s];
+          const struct anycclStep* b = &pl->steps[s];
+          EXPECT(a->recv == b->recv && a->send == b->send && a->in0 == b->in0 && a->in1 == b->in1 && a->out == b->out &&
+                     a->chunk == b->chunk && a->inChunk == b->inChunk && a->outChunk == b->outChunk,
+                 "%s lane %d step %d differs from the plan", what, g, s);
+        }
+        int nc = anycclLaneConns(pl);
+        for (int c = 0; c < nc; c++)
+          EXPECT((d.conns[l.connOff + c] == 0xffff) == (pl->conns[c] == NULL), "%s lane %d conn %d", what, g, c);
+        next = l.end;
+        g++;
+      }
+      EXPECT(next >= pl->end || pl->end == pl->begin, "%s: plan lane %d not covered ([%zu, %zu) up to %llu)", what,
+             i, pl->begin, pl->end, (unsigned long long)next);
+    } else {
+      /* p2p lanes and copies: the cuts' op bytes add up to the plan's */
+      uint64_t want = 0, got = 0;
+      for (int j = 0; j < pl->nops; j++) want += pl->ops[j].bytes;
+      if (pl->kind == LANE_COPY) want /= 2; /* ops[2i] = src, ops[2i+1] = dst: count the sources */
+      while (want > 0 && g < d.h->nlanes && d.lanes[g].kind == (pl->kind == LANE_P2P_SEND   ? ACU_LANE_SEND
+                                                    : pl->kind == LANE_P2P_RECV ? ACU_LANE_RECV
+                                                                                : ACU_LANE_COPY)) {
+        struct acuLane l = rebuild(&d, g);
+        for (int k = 0; k < l.nops; k += pl->kind == LANE_COPY ? 2 : 1) got += d.ops[l.opOff + k].bytes;
+        g++;
+        if (got >= want) break;
+      }
+      EXPECT(got == want, "%s: plan lane %d moves %llu bytes, its GPU lanes %llu", what, i, (unsigned long long)want,
+             (unsigned long long)got);
+    }
+  }
+  EXPECT(g == d.h->nlanes, "%s: %d GPU lanes checked of %u", what, g, d.h->nlanes);
+  /* two ring shapes: at most two distinct programs per phase of one kind */
+  EXPECT(d.h->nsteps <= 2 * maxSteps, "%s: %u steps in the blob (sharing failed?)", what, d.h->nsteps);
+}
+
+static struct anycclTask task(anycclFunc f, size_t count, int root) {
+  struct anycclTask t;
+  memset(&t, 0, sizeof(t));
+  t.func = f;
+  t.count = count;
+  t.type = ncclFloat;
+  t.op = ncclSum;
+  t.root = root;
+  t.redop.type = ncclFloat;
+  t.redop.op = anycclDevSum;
+  t.sendbuff = (void*)(uintptr_t)0x100000000;
+  t.recvbuff = (void*)(uintptr_t)0x300000000;
+  return t;
+}
+
+/* Channels a ring collective should use: one per 64 KB of block, at least
+ * 16, at most 128, each at least 8 KB of the block. */
+static int wantChannels(size_t blockBytes, int nch) {
+  size_t w = blockBytes / (64 << 10);
+  if (w < 16) w = 16;
+  if (w > blockBytes / (8 << 10)) w = blockBytes / (8 << 10);
+  if (w > (size_t)nch) w = nch;
+  return w < 1 ? 1 : (int)w;
+}
+
+static void collCase(struct ncclComm* comm, anycclFunc f, size_t count, const char* name, size_t maxBlob,
+                     int wantLanes) {
+  struct anycclTask t = task(f, count, comm->nRanks - 1);
+  struct anycclPlan* plan = calloc(1, sizeof(*plan));
+  plan->phases = calloc(1, sizeof(*plan->phases));
+  plan->nphases = 1;
+  ncclResult_t res = anycclAlgoPhase(comm, &t, &plan->phases[0]);
+  char what[96];
+  snprintf(what, sizeof(what), "%s count %zu rank %d", name, count, comm->rank);
+  EXPECT(res == ncclSuccess, "%s: schedule failed", what);
+  if (res == ncclSuccess) {
+    if (wantLanes > 0)
+      EXPECT(plan->phases[0].nlanes == wantLanes, "%s: %d ring lanes, want %d", what, plan->phases[0].nlanes,
+             wantLanes);
+    checkPhase(comm, &plan->phases[0], what, maxBlob);
+  }
+  anycclPlanFree(plan);
+}
+
+/* Send/recv in one group: with every rank (self included: a copy), or a
+ * ring (send to r+1, receive from r-1, as nccl-tests' sendrecv). */
+static void p2pCase(struct ncclComm* comm, size_t bytes, int allPairs, size_t maxBlob) {
+  int n = comm->nRanks, r = comm->rank;
+  struct anycclTask ts[64];
+  struct anycclTask* tp[64];
+  int k = 0;
+  for (int q = 0; q < n; q++) {
+    if (allPairs || q == (r + 1) % n) {
+      ts[k] = task(FUNC_SEND, bytes / sizeof(float), q);
+      tp[k] = &ts[k];
+      k++;
+    }
+    if (allPairs || q == (r + n - 1) % n) {
+      ts[k] = task(FUNC_RECV, bytes / sizeof(float), q);
+      tp[k] = &ts[k];
+      k++;
+    }
+  }
+  struct anycclPlan* plan = calloc(1, sizeof(*plan));
+  plan->phases = calloc(1, sizeof(*plan->phases));
+  plan->nphases = 1;
+  char what[64];
+  snprintf(what, sizeof(what), "send/recv %s %zu B rank %d", allPairs ? "all pairs" : "ring", bytes, comm->rank);
+  ncclResult_t res = anycclP2pPhase(comm, tp, k, &plan->phases[0]);
+  EXPECT(res == ncclSuccess, "%s: schedule failed", what);
+  if (res == ncclSuccess) checkPhase(comm, &plan->phases[0], what, maxBlob);
+  anycclPlanFree(plan);
+}
+
+int main(void) {
+  const size_t small = ACU_BLOB_SMALL, large = ACU_BLOB_LARGE, n = 4;
+  for (int r = 0; r < (int)n; r++) {
+    struct ncclComm* comm = fakeComm((int)n, r, 128);
+    /* direct one-shot (cut into up to 32 lanes) */
+    collCase(comm, FUNC_ALLREDUCE, 2, "allreduce", ACU_BLOB_TINY, 0);
+    collCase(comm, FUNC_ALLREDUCE, 32 << 10, "allreduce", small, 0);
+    collCase(comm, FUNC_REDUCESCATTER, 1000, "reducescatter", small, 0);
+    collCase(comm, FUNC_BROADCAST, 5000, "broadcast", small, 0);
+    collCase(comm, FUNC_REDUCE, 7, "reduce", ACU_BLOB_TINY, 0);
+    /* rings: channels per size, mid sizes in the 4 KB blob */
+    size_t sizes[] = {256 << 10, 1 << 20, 4 << 20, 16 << 20, 128 << 20}; /* bytes per call */
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+      size_t count = sizes[i] / sizeof(float);
+      int arLanes = wantChannels(sizes[i] / n, 128);
+      collCase(comm, FUNC_ALLREDUCE, count, "allreduce", arLanes <= 64 ? small : large, arLanes);
+      int agLanes = wantChannels(sizes[i] / n, 128);
+      collCase(comm, FUNC_ALLGATHER, count / n, "allgather", agLanes <= 64 ? small : large, agLanes);
+      collCase(comm, FUNC_REDUCESCATTER, count / n, "reducescatter", agLanes <= 64 ? small : large, agLanes);
+      int chLanes = wantChannels(sizes[i], 128);
+      collCase(comm, FUNC_BROADCAST, count, "broadcast", chLanes <= 64 ? small : large, chLanes);
+      collCase(comm, FUNC_REDUCE, count, "reduce", chLanes <= 64 ? small : large, chLanes);
+      collCase(comm, FUNC_ALLTOALL, count / n, "alltoall", large, 0);
+    }
+    /* point-to-point, cut over the 32 connections of each peer pair from
+     * 64 KB: one peer each way fits the 4 KB blob; every peer (alltoall's
+     * shape, 224 lanes at 4 ranks) takes the 32 KB one (measured: alltoall
+     * is 1.1-1.5x NCCL's time at 256 KB-4 MB; cutting less would fix it) */
+    p2pCase(comm, 8, 0, ACU_BLOB_TINY);
+    p2pCase(comm, 8, 1, ACU_BLOB_TINY);
+    p2pCase(comm, 256 << 10, 0, small);
+    p2pCase(comm, 64 << 20, 0, small);
+    p2pCase(comm, 256 << 10, 1, large);
+    p2pCase(comm, 64 << 20, 1, large);
+    freeComm(comm);
+  }
+  /* NCCL_MAX_NCHANNELS caps the channels */
+  struct ncclComm* comm = fakeComm(4, 1, 8);
+  collCase(comm, FUNC_ALLREDUCE, (64 << 20) / sizeof(float), "allreduce 8 channels", ACU_BLOB_SMALL, 8);
+  freeComm(comm);
+  printf("%s: %d checks, %d failed\n", fails ? "FAIL" : "PASS", checks, fails);
+  return fails ? 1 : 0;
+}
