@@ -86,7 +86,7 @@ static ncclResult_t checkTask(struct ncclComm* comm, struct anycclTask* t) {
 }
 
 static ncclResult_t submit(struct anycclTask* t, struct ncclComm* comm) {
-  if (anycclProfOn < 0) anycclProfInit();
+  anycclProfInit();
   uint64_t t0 = anycclProfNow();
   ncclResult_t res = checkTask(comm, t);
   if (res != ncclSuccess) return fail(res);

@@ -103,35 +103,39 @@ static int p2pDepends(const struct ncclComm* comm, struct anycclTask* const* ear
 }
 
 /* ---- host-time profile ---------------------------------------------------------- */
-int anycclProfOn = -1; /* -1: not read yet */
+static int profOn; /* ANYCCL_PROFILE_HOST, read once (profInitOnce) */
+static pthread_once_t profOnce = PTHREAD_ONCE_INIT;
 static uint64_t profNs[PROF_COUNT], profCalls[PROF_COUNT];
 static const char* profNames[PROF_COUNT] = {"submit (check+enqueue)", "group end (all)", "build plan", "set device",
                                             "encode phases", "kernel launches", "stream order", "free plan+tasks"};
 
 uint64_t anycclProfNow(void) {
-  if (anycclProfOn <= 0) return 0;
+  if (!__atomic_load_n(&profOn, __ATOMIC_RELAXED)) return 0;
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 void anycclProfAdd(int section, uint64_t since) {
-  if (anycclProfOn <= 0) return;
+  if (!__atomic_load_n(&profOn, __ATOMIC_RELAXED)) return;
   __atomic_fetch_add(&profNs[section], anycclProfNow() - since, __ATOMIC_RELAXED);
   __atomic_fetch_add(&profCalls[section], 1, __ATOMIC_RELAXED);
 }
 static void profReport(void) {
   fprintf(stderr, "anyccl host profile (ANYCCL_PROFILE_HOST): section, calls, mean us\n");
-  for (int i = 0; i < PROF_COUNT; i++)
-    if (profCalls[i])
-      fprintf(stderr, "  %-24s %10llu %8.3f\n", profNames[i], (unsigned long long)profCalls[i],
-              profNs[i] / 1e3 / profCalls[i]);
+  for (int i = 0; i < PROF_COUNT; i++) {
+    uint64_t calls = __atomic_load_n(&profCalls[i], __ATOMIC_RELAXED);
+    if (calls)
+      fprintf(stderr, "  %-24s %10llu %8.3f\n", profNames[i], (unsigned long long)calls,
+              __atomic_load_n(&profNs[i], __ATOMIC_RELAXED) / 1e3 / calls);
+  }
 }
-/* Read once, on the first submit (before any timing). */
-void anycclProfInit(void) {
-  if (anycclProfOn >= 0) return;
-  anycclProfOn = anycclParamInt(PARAM_PROFILE_HOST) > 0;
-  if (anycclProfOn) atexit(profReport);
+static void profInitOnce(void) {
+  int on = anycclParamInt(PARAM_PROFILE_HOST) > 0;
+  if (on) atexit(profReport);
+  __atomic_store_n(&profOn, on, __ATOMIC_RELEASE);
 }
+/* Called by every submit (the first one reads the parameter). */
+void anycclProfInit(void) { pthread_once(&profOnce, profInitOnce); }
 
 ncclResult_t anycclBuildPlan(struct ncclComm* comm, struct anycclTask* tasks, struct anycclPlan** out) {
   int ncoll = 0, np2p = 0;

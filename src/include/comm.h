@@ -143,7 +143,6 @@ struct ncclComm {
 /* Host-time profile of launches (ANYCCL_PROFILE_HOST=1; group.c). A
  * section's nanoseconds are added with anycclProfAdd(section, since). */
 enum { PROF_SUBMIT, PROF_GROUPEND, PROF_BUILD, PROF_SETDEV, PROF_ENCODE, PROF_KERNEL, PROF_ORDER, PROF_FREE, PROF_COUNT };
-extern int anycclProfOn;
 uint64_t anycclProfNow(void);
 void anycclProfAdd(int section, uint64_t since);
 void anycclProfInit(void);
