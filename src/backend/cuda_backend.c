@@ -5,7 +5,8 @@
  *
  * Segment layout in device memory, the same on every rank (K = p2pChannels):
  *   heads [nChannels + K*nRanks] (64 bytes apart, 4 KB aligned)
- *   FIFO  [nChannels + K*nRanks]: ctrl (tail at 0, sizes at 64; 4 KB) + slots
+ *   FIFO  [nChannels + K*nRanks]: ctrl (struct anycclFifoCtrl's tail and
+ *         sizes; its head is unused here; 4 KB) + simple slots + LL slots
  * FIFO c (< nChannels) is the ring channel c receive FIFO; FIFO
  * nChannels + k*nRanks + q receives from rank q on p2p channel k. Head h of
  * a rank is the head of its send connection h (ring channel h, or
@@ -81,8 +82,8 @@ static void setConn(struct acuConn* d, char* fifo, char* head, const struct nccl
   d->buf = fifo + 4096;
   d->llbuf = fifo + 4096 + alignUp((size_t)comm->nslots * comm->slotBytes, 4096);
   d->llSlotBytes = (uint32_t)llSlotBytes(comm);
-  d->tail = (uint64_t*)fifo;
-  d->sizes = (uint64_t*)(fifo + 64);
+  d->tail = (uint64_t*)(fifo + offsetof(struct anycclFifoCtrl, tail));
+  d->sizes = (uint64_t*)(fifo + offsetof(struct anycclFifoCtrl, sizes));
   d->head = (uint64_t*)head;
   d->step = 0;
   d->nslots = (uint32_t)comm->nslots;
@@ -124,15 +125,9 @@ static void setNetConn(struct ncclComm* comm, struct acuConn* d, char* devBlock,
   c->fifoIndex = fifoIndex;
   c->via = "NET/Socket/0";
   ends[i] = (struct anycclNetEnd){c, send, channel};
-  d->buf = d->llbuf = dev + 4096; /* no LL across hosts: llbuf is never used */
-  d->llSlotBytes = (uint32_t)llSlotBytes(comm);
-  d->tail = (uint64_t*)(dev + offsetof(struct anycclFifoCtrl, tail));
-  d->head = (uint64_t*)(dev + offsetof(struct anycclFifoCtrl, head));
-  d->sizes = (uint64_t*)(dev + offsetof(struct anycclFifoCtrl, sizes));
-  d->step = 0;
-  d->nslots = (uint32_t)comm->nslots;
-  d->slotBytes = (uint32_t)comm->slotBytes;
-  d->peer = peer;
+  /* The FIFO's own head: the kernel and the proxy both use this one block. */
+  setConn(d, dev, dev + offsetof(struct anycclFifoCtrl, head), comm, peer);
+  d->llbuf = d->buf; /* no LL across hosts (and no LL area): never used */
 }
 
 /* Map the segments of same-host peers (peer access or CUDA IPC); remote[q]

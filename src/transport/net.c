@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 #include "bootstrap.h"
 #include "checks.h"
@@ -113,23 +112,17 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
   return progressed;
 }
 
-static int64_t nowUs(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
-
 /* A GPU posts slots without a doorbell: while work is recent (a launch
- * kicked the proxy, or slots moved, within GPU_ACTIVE_US) the proxy polls
+ * kicked the proxy, or slots moved, within GPU_ACTIVE_MS) the proxy polls
  * the FIFOs and yields; after that it sleeps in poll() GPU_IDLE_MS at a time
  * (the first step after a long idle period can wait that long). */
-#define GPU_ACTIVE_US 20000
+#define GPU_ACTIVE_MS 20
 #define GPU_IDLE_MS 1
 
 static void* proxyMain(void* arg) {
   struct anycclProxy* p = arg;
   struct ncclComm* comm = p->comm;
-  int64_t active = nowUs();
+  int64_t active = ncclSocketClockMs();
   while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
     int progressed = 0;
     ncclResult_t err = ncclSuccess;
@@ -149,9 +142,9 @@ static void* proxyMain(void* arg) {
       __atomic_store_n(&p->exited, 1, __ATOMIC_RELEASE);
       break;
     }
-    if (p->gpu && progressed) active = nowUs();
+    if (p->gpu && progressed) active = ncclSocketClockMs();
     if (progressed) continue;
-    if (p->gpu && nowUs() - active < GPU_ACTIVE_US) {
+    if (p->gpu && ncclSocketClockMs() - active < GPU_ACTIVE_MS) {
       sched_yield();
       continue;
     }
@@ -160,7 +153,7 @@ static void* proxyMain(void* arg) {
       uint64_t v;
       ssize_t r = read(p->efd, &v, sizeof(v));
       (void)r;
-      active = nowUs();
+      active = ncclSocketClockMs();
     }
   }
   return NULL;
