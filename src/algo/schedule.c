@@ -208,6 +208,10 @@ static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, con
    * of them for bandwidth). */
   size_t perBlockBytes = lenStride * es;
   size_t want = perBlockBytes / comm->channelBytes;
+  /* Past 64 channels each needs twice the bytes (4 x H200: all-gather,
+   * reduce-scatter and all-reduce at 32 MB ran steadier and faster on 64
+   * channels of 128 KB than on 128 of 64 KB; docs/performance.md). */
+  if (want > 64) want = perBlockBytes / (2 * comm->channelBytes) > 64 ? perBlockBytes / (2 * comm->channelBytes) : 64;
   if (want < (size_t)comm->baseChannels) want = (size_t)comm->baseChannels;
   if (want > perBlockBytes / comm->minChannelBytes) want = perBlockBytes / comm->minChannelBytes;
   int nch = want < (size_t)comm->nChannels ? (int)want : comm->nChannels;
@@ -273,7 +277,9 @@ static void addP2pLane(struct anycclPhase* ph, int kind, struct anycclConn* conn
   l->nops = nops;
 }
 
-/* All-to-all, gather and scatter: concurrent transfers, one lane per peer. */
+/* All-to-all, gather, scatter and the mesh all-gather: concurrent
+ * transfers, one lane per peer (an all-gather sends its one block to every
+ * peer: no transfer waits for another, unlike the ring's hops). */
 static ncclResult_t p2pCollLanes(struct ncclComm* comm, struct anycclPhase* ph, const struct anycclTask* t) {
   int n = comm->nRanks, r = comm->rank;
   size_t bytes = t->count * ph->elemSize;
@@ -282,13 +288,14 @@ static ncclResult_t p2pCollLanes(struct ncclComm* comm, struct anycclPhase* ph, 
   NCCLCHECK(allocLanes(ph, 2 * n + 1));
   ph->p2pOps = ops;
   int k = 0;
-  int sendTo = t->func == FUNC_ALLTOALL || (t->func == FUNC_SCATTER && r == t->root);
-  int recvFrom = t->func == FUNC_ALLTOALL || (t->func == FUNC_GATHER && r == t->root);
+  int gather = t->func == FUNC_ALLGATHER;
+  int sendTo = gather || t->func == FUNC_ALLTOALL || (t->func == FUNC_SCATTER && r == t->root);
+  int recvFrom = gather || t->func == FUNC_ALLTOALL || (t->func == FUNC_GATHER && r == t->root);
   for (int i = 0; i < n; i++) {
     int q = (r + i) % n;
     char* src = NULL;
     char* dst = NULL;
-    if (sendTo) src = ph->in + (size_t)q * bytes;
+    if (sendTo) src = gather ? ph->in : ph->in + (size_t)q * bytes;
     else if (t->func == FUNC_GATHER && q == t->root) src = ph->in;
     if (recvFrom) dst = ph->out + (size_t)q * bytes;
     else if (t->func == FUNC_SCATTER && q == t->root) dst = ph->out;
@@ -318,6 +325,18 @@ static int pickDirect(struct ncclComm* comm, size_t bytes) {
   if (comm->nRanks < 2 || 2 * comm->nRanks > ANYCCL_MAX_LANE_CONNS) return 0;
   if (comm->forceAlgo >= 0) return comm->forceAlgo == ANYCCL_ALGO_DIRECT;
   return bytes <= comm->directThreshold;
+}
+
+/* The mesh form of all-gather (every peer at once) for messages up to `max`
+ * bytes in all, where the ring's n-1 dependent hops cost more than they
+ * save (measured on GPUs: comm->meshAgMax). It takes a block per lane and
+ * p2p connection, so only while all of them fit beside each other
+ * (n * p2pChannels <= ANYCCL_MAX_CHANNELS). */
+static int pickMesh(struct ncclComm* comm, size_t bytes, size_t max) {
+  int n = comm->nRanks;
+  if (n < 2 || 2 * n > ANYCCL_MAX_LANE_CONNS || n * comm->p2pChannels > ANYCCL_MAX_CHANNELS) return 0;
+  if (comm->forceAlgo >= 0) return comm->forceAlgo == ANYCCL_ALGO_DIRECT;
+  return bytes <= max;
 }
 
 static const char* funcNames[FUNC_COUNT] = {"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
@@ -374,6 +393,11 @@ ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, 
       else NCCLCHECK(ringLanes(comm, ph, &rp, (size_t)n * count, count, count, 0));
       break;
     case FUNC_ALLGATHER:
+      direct = pickMesh(comm, bytes * n, comm->meshAgMax);
+      if (direct) {
+        ph->what = funcNames[t->func];
+        return p2pCollLanes(comm, ph, t);
+      }
       NCCLCHECK(ringLanes(comm, ph, &rp, (size_t)n * count, count, 0, count));
       break;
     case FUNC_BROADCAST:

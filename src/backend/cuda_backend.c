@@ -518,8 +518,13 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
       d->nsteps = (uint8_t)l->nsteps;
       d->stepOff = (uint16_t)so;
       d->connOff = (uint16_t)e->nconns;
+      uint64_t used = 0; /* a lane writes back the counters of the connections it lists: only its own */
+      for (int j = 0; j < l->nsteps; j++) {
+        if (l->steps[j].recv >= 0) used |= 1ull << l->steps[j].recv;
+        if (l->steps[j].send >= 0) used |= 1ull << l->steps[j].send;
+      }
       for (int c = 0; c < nc; c++) {
-        int idx = l->conns[c] ? connIndex(comm, l->conns[c]) : -1;
+        int idx = l->conns[c] && (used >> c & 1) ? connIndex(comm, l->conns[c]) : -1;
         e->conns[e->nconns++] = idx < 0 ? 0xffff : (uint16_t)connSub(comm, idx, k);
       }
       struct acuShape sh = {l->lenTotal, l->lenStride, l->inStride, l->outStride, l->slice};

@@ -105,6 +105,7 @@ struct ncclComm {
   int spinCount;
   int yieldSpin;                 /* more ranks on this host than cores: spin by yielding */
   size_t directThreshold;
+  size_t meshAgMax;              /* all-gather bytes up to which the mesh form runs (GPUs) */
   int forceAlgo;                 /* -1 auto, else ANYCCL_ALGO_* */
 
   /* cuda backend (backend/cuda_backend.c) */

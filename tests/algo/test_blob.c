@@ -132,6 +132,24 @@ static void checkPhase(struct ncclComm* comm, const struct anycclPhase* ph, cons
   EXPECT(d.h->bytes <= maxBlob, "%s: %u-byte blob, wanted at most %zu (%u lanes)", what, d.h->bytes, maxBlob,
          d.h->nlanes);
   EXPECT(d.h->elemSize == ph->elemSize, "%s: element size", what);
+  /* Each connection belongs to one GPU lane of a phase: lanes keep their
+   * counters in shared memory and write them back at the end. */
+  static unsigned char owner[65536];
+  memset(owner, 0, sizeof(owner));
+  for (int i = 0; i < (int)d.h->nlanes; i++) {
+    const struct acuLaneWire* w = &d.lanes[i];
+    if (w->kind == ACU_LANE_STEPS) {
+      for (int c = 0; c < ANYCCL_MAX_LANE_CONNS; c++) {
+        int used = 0;
+        for (int s = 0; s < w->nsteps; s++) used |= d.steps[w->stepOff + s].recv == c || d.steps[w->stepOff + s].send == c;
+        if (!used) continue;
+        uint16_t x = d.conns[w->connOff + c];
+        EXPECT(x == 0xffff || !owner[x]++, "%s: connection %u in two lanes (lane %d)", what, x, i);
+      }
+    } else if (w->kind == ACU_LANE_SEND || w->kind == ACU_LANE_RECV) {
+      EXPECT(!owner[w->conn]++, "%s: connection %u in two lanes (lane %d)", what, w->conn, i);
+    }
+  }
   int g = 0, maxSteps = 0;
   for (int i = 0; i < ph->nlanes; i++) {
     const struct anycclLane* pl = &ph->lanes[i];
@@ -160,9 +178,15 @@ static void checkPhase(struct ncclComm* comm, const struct anycclPhase* ph, cons
                      a->chunk == b->chunk && a->inChunk == b->inChunk && a->outChunk == b->outChunk,
                  "%s lane %d step %d differs from the plan", what, g, s);
         }
+        /* a lane lists the connections its steps use, no others: it writes
+         * their counters back at its end (two lanes listing one would race) */
         int nc = anycclLaneConns(pl);
-        for (int c = 0; c < nc; c++)
-          EXPECT((d.conns[l.connOff + c] == 0xffff) == (pl->conns[c] == NULL), "%s lane %d conn %d", what, g, c);
+        for (int c = 0; c < nc; c++) {
+          int used = 0;
+          for (int s = 0; s < pl->nsteps; s++) used |= pl->steps[s].recv == c || pl->steps[s].send == c;
+          EXPECT((d.conns[l.connOff + c] == 0xffff) == (pl->conns[c] == NULL || !used), "%s lane %d conn %d", what,
+                 g, c);
+        }
         next = l.end;
         g++;
       }
@@ -209,6 +233,7 @@ static struct anycclTask task(anycclFunc f, size_t count, int root) {
  * 16, at most 128, each at least 8 KB of the block. */
 static int wantChannels(size_t blockBytes, int nch) {
   size_t w = blockBytes / (64 << 10);
+  if (w > 64) w = blockBytes / (128 << 10) > 64 ? blockBytes / (128 << 10) : 64; /* 128 KB each past 64 */
   if (w < 16) w = 16;
   if (w > blockBytes / (8 << 10)) w = blockBytes / (8 << 10);
   if (w > (size_t)nch) w = nch;
@@ -275,7 +300,7 @@ int main(void) {
     collCase(comm, FUNC_BROADCAST, 5000, "broadcast", small, 0);
     collCase(comm, FUNC_REDUCE, 7, "reduce", ACU_BLOB_TINY, 0);
     /* rings: channels per size, mid sizes in the 4 KB blob */
-    size_t sizes[] = {256 << 10, 1 << 20, 4 << 20, 16 << 20, 128 << 20}; /* bytes per call */
+    size_t sizes[] = {256 << 10, 1 << 20, 4 << 20, 16 << 20, 32 << 20, 128 << 20}; /* bytes per call */
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
       size_t count = sizes[i] / sizeof(float);
       int arLanes = wantChannels(sizes[i] / n, 128);
@@ -288,6 +313,11 @@ int main(void) {
       collCase(comm, FUNC_REDUCE, count, "reduce", chLanes <= 64 ? small : large, chLanes);
       collCase(comm, FUNC_ALLTOALL, count / n, "alltoall", large, 0);
     }
+    /* the mesh form of all-gather (ANYCCL_CUDA_MESH_ALLGATHER): p2p lanes,
+     * a send and a receive per peer and a copy */
+    comm->meshAgMax = 64 << 20;
+    collCase(comm, FUNC_ALLGATHER, (32 << 20) / sizeof(float) / n, "allgather mesh", large, 2 * (int)n - 1);
+    comm->meshAgMax = 0;
     /* point-to-point, cut over the 32 connections of each peer pair from
      * 64 KB: one peer each way fits the 4 KB blob; every peer (alltoall's
      * shape, 224 lanes at 4 ranks) takes the 32 KB one (measured: alltoall
