@@ -327,16 +327,13 @@ static int pickDirect(struct ncclComm* comm, size_t bytes) {
   return bytes <= comm->directThreshold;
 }
 
-/* The mesh form of all-gather (every peer at once) for messages up to `max`
- * bytes in all, where the ring's n-1 dependent hops cost more than they
- * save (measured on GPUs: comm->meshAgMax). It takes a block per lane and
- * p2p connection, so only while all of them fit beside each other
- * (n * p2pChannels <= ANYCCL_MAX_CHANNELS). */
-static int pickMesh(struct ncclComm* comm, size_t bytes, size_t max) {
-  int n = comm->nRanks;
-  if (n < 2 || 2 * n > ANYCCL_MAX_LANE_CONNS || n * comm->p2pChannels > ANYCCL_MAX_CHANNELS) return 0;
+/* The mesh form of all-gather (every peer at once, p2p lanes as all-to-all)
+ * for messages up to comm->meshAgMax bytes in all (0 by default: on 4 GPUs
+ * the ring is faster from 64 MB, docs/performance.md). */
+static int pickMesh(struct ncclComm* comm, size_t bytes) {
+  if (comm->nRanks < 2) return 0;
   if (comm->forceAlgo >= 0) return comm->forceAlgo == ANYCCL_ALGO_DIRECT;
-  return bytes <= max;
+  return bytes <= comm->meshAgMax;
 }
 
 static const char* funcNames[FUNC_COUNT] = {"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
@@ -393,7 +390,7 @@ ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, 
       else NCCLCHECK(ringLanes(comm, ph, &rp, (size_t)n * count, count, count, 0));
       break;
     case FUNC_ALLGATHER:
-      direct = pickMesh(comm, bytes * n, comm->meshAgMax);
+      direct = pickMesh(comm, bytes * n);
       if (direct) {
         ph->what = funcNames[t->func];
         return p2pCollLanes(comm, ph, t);

@@ -240,9 +240,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   comm->directThreshold = (size_t)anycclParamInt(PARAM_DIRECT_THRESHOLD);
   if (anycclRt.kind == ANYCCL_BACKEND_CUDA && getenv("ANYCCL_DIRECT_THRESHOLD") == NULL)
     comm->directThreshold = (size_t)anycclParamInt(PARAM_CUDA_DIRECT_THRESHOLD);
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
-    comm->meshAgMax = (size_t)anycclParamInt(PARAM_CUDA_MESH_ALLGATHER);
-  }
+  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) comm->meshAgMax = (size_t)anycclParamInt(PARAM_CUDA_MESH_ALLGATHER);
   comm->peerThreshold = (size_t)anycclParamInt(PARAM_PEER_THRESHOLD); /* -1: never */
   const char* algo = anycclParamStr(PARAM_ALGO);
   if (algo) {

@@ -203,7 +203,7 @@ static __device__ __forceinline__ bool packedSum(const uint4& x, const uint4& y,
   } else if constexpr (TY == 0 || TY == 1) {
     z = make_uint4(__vadd4(x.x, y.x), __vadd4(x.y, y.y), __vadd4(x.z, y.z), __vadd4(x.w, y.w));
     return true;
-  } else if constexpr (OP == OP_SUM && (TY == 6 || TY == 9)) {
+  } else if constexpr (TY == 6 || TY == 9) {
     typedef typename std::conditional<TY == 6, __half2, __nv_bfloat162>::type V;
     V a[4], b[4];
     memcpy(a, &x, 16);
