@@ -406,9 +406,9 @@ static void opPiece(uint64_t bytes, int k, int cuts, uint64_t* off, uint64_t* le
   *len = e - b;
 }
 
-/* Cut the plan's lanes into GPU lanes; returns how many (-1 on overflow). A
- * lane with nothing to move (all its ops empty) gets none. */
-static int cutLanes(const struct ncclComm* comm, const struct anycclPhase* ph, struct gpuLane* out, int cap) {
+/* Cut the plan's lanes into GPU lanes, lane by lane; returns how many (-1
+ * on overflow). A lane with nothing to move (all its ops empty) gets none. */
+static int cutLanesByLane(const struct ncclComm* comm, const struct anycclPhase* ph, struct gpuLane* out, int cap) {
   int n = 0, K = comm->p2pChannels;
   for (int i = 0; i < ph->nlanes; i++) {
     const struct anycclLane* l = &ph->lanes[i];
@@ -447,6 +447,29 @@ static int cutLanes(const struct ncclComm* comm, const struct anycclPhase* ph, s
   return n;
 }
 
+/* The GPU lanes in cut-major order: every lane's cut 0, then every lane's
+ * cut 1, ... (one block per GPU lane, scheduled in this order). A phase of
+ * many cut lanes needs more blocks than the GPU has SMs (all-to-all at 4
+ * ranks: 7 lanes x 32 cuts), so only the first blocks run at first. Lane by
+ * lane, those were all of a rank's sends to its first peers while the
+ * peers' matching receives came last in theirs: with more ranks (or
+ * ANYCCL_CUDA_P2P_CHANNELS) every resident block could wait for one that is
+ * not. Cut-major, the rank running the fewest cuts at once finds every
+ * partner of its blocks running (cut k pairs with cut k), so it always
+ * progresses. Within a plan lane the cuts keep their order. */
+static int cutLanes(const struct ncclComm* comm, const struct anycclPhase* ph, struct gpuLane* tmp,
+                    struct gpuLane* out, int cap) {
+  int n = cutLanesByLane(comm, ph, tmp, cap);
+  if (n < 0) return n;
+  int maxk = 0, m = 0;
+  for (int i = 0; i < n; i++)
+    if (tmp[i].k > maxk) maxk = tmp[i].k;
+  for (int k = 0; k <= maxk; k++)
+    for (int i = 0; i < n; i++)
+      if (tmp[i].k == k) out[m++] = tmp[i];
+  return m;
+}
+
 /* Phase encoding state: the arrays of a blob, filled lane by lane, then laid
  * out (steps and shapes are shared between lanes, so their counts are known
  * only at the end). Every array is bounded by the large blob's size. */
@@ -458,6 +481,7 @@ struct encoder {
   uint16_t conns[ACU_BLOB_LARGE / sizeof(uint16_t)];
   struct acuOp ops[ACU_BLOB_LARGE / sizeof(struct acuOp)];
   struct gpuLane gl[ENC_MAX_LANES];
+  struct gpuLane byLane[ENC_MAX_LANES]; /* cutLanes' first pass */
   int nlanes, nshapes, nsteps, nconns, nops;
 };
 
@@ -492,9 +516,9 @@ static int addSteps(struct encoder* e, const struct anycclLane* l) {
 
 static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase* ph, unsigned char* buf,
                                 size_t cap) {
-  if (comm->encoder == NULL) ANYCCL_CALLOC(comm->encoder, 1); /* ~130 KB, kept for every later launch */
+  if (comm->encoder == NULL) ANYCCL_CALLOC(comm->encoder, 1); /* ~165 KB, kept for every later launch */
   struct encoder* e = comm->encoder;
-  int nl = cutLanes(comm, ph, e->gl, ENC_MAX_LANES);
+  int nl = cutLanes(comm, ph, e->byLane, e->gl, ENC_MAX_LANES);
   if (nl < 0) {
     WARN("%s: more than %d GPU lanes in one phase", ph->what, ENC_MAX_LANES);
     return ncclInternalError;
@@ -609,10 +633,17 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
   return ncclSuccess;
 }
 
-/* The blob encodePhase makes, for the unit test of the format (tests/algo). */
+/* The blob encodePhase makes, for the unit test of the format (tests/algo),
+ * and which plan lane (and cut) each of its GPU lanes came from. */
 ncclResult_t anycclCudaEncodeForTest(struct ncclComm* comm, const struct anycclPhase* ph, unsigned char* buf,
-                                     size_t cap) {
-  return encodePhase(comm, ph, buf, cap);
+                                     size_t cap, int* planLane, int* cut) {
+  NCCLCHECK(encodePhase(comm, ph, buf, cap));
+  const struct acuPhase* h = (const struct acuPhase*)buf;
+  for (int i = 0; i < h->nlanes; i++) {
+    planLane[i] = (int)(comm->encoder->gl[i].l - ph->lanes);
+    cut[i] = comm->encoder->gl[i].k;
+  }
+  return ncclSuccess;
 }
 
 /* A communicator's kernels share connections and step counters, so they

@@ -157,7 +157,7 @@ void anycclCudaAbort(struct ncclComm* comm);
 ncclResult_t anycclCudaAsyncError(struct ncclComm* comm);
 ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream);
 ncclResult_t anycclCudaEncodeForTest(struct ncclComm* comm, const struct anycclPhase* ph, unsigned char* buf,
-                                     size_t cap);
+                                     size_t cap, int* planLane, int* cut);
 
 enum { ANYCCL_ALGO_RING = 0, ANYCCL_ALGO_DIRECT = 1 };
 

@@ -122,10 +122,12 @@ static struct acuLane rebuild(const struct decoded* d, int i) {
 }
 
 /* Encode one phase and check every GPU lane against the plan lane it came
- * from (a plan lane is cut into consecutive GPU lanes, or none if empty). */
+ * from (a plan lane is cut into GPU lanes, or none if empty; the blob holds
+ * them cut-major: every lane's cut 0, then every lane's cut 1, ...). */
 static void checkPhase(struct ncclComm* comm, const struct anycclPhase* ph, const char* what, size_t maxBlob) {
   static unsigned char buf[ACU_BLOB_LARGE];
-  ncclResult_t res = anycclCudaEncodeForTest(comm, ph, buf, sizeof(buf));
+  static int from[1024], cut[1024];
+  ncclResult_t res = anycclCudaEncodeForTest(comm, ph, buf, sizeof(buf), from, cut);
   EXPECT(res == ncclSuccess, "%s: encode failed (%d)", what, res);
   if (res != ncclSuccess) return;
   struct decoded d = parse(buf);
@@ -150,13 +152,25 @@ static void checkPhase(struct ncclComm* comm, const struct anycclPhase* ph, cons
       EXPECT(!owner[w->conn]++, "%s: connection %u in two lanes (lane %d)", what, w->conn, i);
     }
   }
-  int g = 0, maxSteps = 0;
+  /* cut-major: blocks are scheduled in blob order, and a rank must not
+   * fill the GPU with blocks whose partners (cut k of the peer's lane) come
+   * after all of the peer's other lanes (deadlock once lanes x cuts > SMs) */
+  for (int i = 1; i < (int)d.h->nlanes; i++)
+    EXPECT(cut[i] >= cut[i - 1], "%s: GPU lane %d is cut %d after cut %d (not cut-major)", what, i, cut[i], cut[i - 1]);
+  int maxSteps = 0, seen = 0;
   for (int i = 0; i < ph->nlanes; i++) {
     const struct anycclLane* pl = &ph->lanes[i];
+    /* this plan lane's GPU lanes, in blob order */
+    int mine[1024], nm = 0, at = 0;
+    for (int j = 0; j < (int)d.h->nlanes; j++)
+      if (from[j] == i) mine[nm++] = j;
+    seen += nm;
+    int g = nm ? mine[0] : 0;
     if (pl->kind == LANE_STEPS) {
       if (pl->nsteps > maxSteps) maxSteps = pl->nsteps;
       uint64_t next = pl->begin;
-      while (g < d.h->nlanes && next < pl->end) {
+      while (at < nm && next < pl->end) {
+        g = mine[at];
         struct acuLane l = rebuild(&d, g);
         EXPECT(l.kind == ACU_LANE_STEPS, "%s lane %d: kind %d", what, g, l.kind);
         EXPECT(l.begin == next, "%s lane %d: begins at %llu, the last ended at %llu", what, g,
@@ -188,7 +202,7 @@ static void checkPhase(struct ncclComm* comm, const struct anycclPhase* ph, cons
                  g, c);
         }
         next = l.end;
-        g++;
+        at++;
       }
       EXPECT(next >= pl->end || pl->end == pl->begin, "%s: plan lane %d not covered ([%zu, %zu) up to %llu)", what,
              i, pl->begin, pl->end, (unsigned long long)next);
@@ -197,19 +211,20 @@ static void checkPhase(struct ncclComm* comm, const struct anycclPhase* ph, cons
       uint64_t want = 0, got = 0;
       for (int j = 0; j < pl->nops; j++) want += pl->ops[j].bytes;
       if (pl->kind == LANE_COPY) want /= 2; /* ops[2i] = src, ops[2i+1] = dst: count the sources */
-      while (want > 0 && g < d.h->nlanes && d.lanes[g].kind == (pl->kind == LANE_P2P_SEND   ? ACU_LANE_SEND
-                                                    : pl->kind == LANE_P2P_RECV ? ACU_LANE_RECV
-                                                                                : ACU_LANE_COPY)) {
+      for (; at < nm; at++) {
+        g = mine[at];
+        EXPECT(d.lanes[g].kind == (pl->kind == LANE_P2P_SEND   ? ACU_LANE_SEND
+                                   : pl->kind == LANE_P2P_RECV ? ACU_LANE_RECV
+                                                               : ACU_LANE_COPY),
+               "%s lane %d: kind %d", what, g, d.lanes[g].kind);
         struct acuLane l = rebuild(&d, g);
         for (int k = 0; k < l.nops; k += pl->kind == LANE_COPY ? 2 : 1) got += d.ops[l.opOff + k].bytes;
-        g++;
-        if (got >= want) break;
       }
       EXPECT(got == want, "%s: plan lane %d moves %llu bytes, its GPU lanes %llu", what, i, (unsigned long long)want,
              (unsigned long long)got);
     }
   }
-  EXPECT(g == d.h->nlanes, "%s: %d GPU lanes checked of %u", what, g, d.h->nlanes);
+  EXPECT(seen == (int)d.h->nlanes, "%s: %d GPU lanes checked of %u", what, seen, d.h->nlanes);
   /* two ring shapes: at most two distinct programs per phase of one kind */
   EXPECT(d.h->nsteps <= 2 * maxSteps, "%s: %u steps in the blob (sharing failed?)", what, d.h->nsteps);
 }
