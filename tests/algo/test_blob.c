@@ -276,7 +276,10 @@ static void collCase(struct ncclComm* comm, anycclFunc f, size_t count, const ch
 
 /* Send/recv in one group: with every rank (self included: a copy), or a
  * ring (send to r+1, receive from r-1, as nccl-tests' sendrecv). */
-static void p2pCase(struct ncclComm* comm, size_t bytes, int allPairs, size_t maxBlob) {
+/* wantCuts: how many GPU lanes each send and receive lane becomes (the
+ * measured rule, as a table: 1 below 64 KB, 8 up to 2 MB, one per 256 KB
+ * beyond, at most the 32 p2p connections of a peer pair). */
+static void p2pCase(struct ncclComm* comm, size_t bytes, int allPairs, size_t maxBlob, int wantCuts) {
   int n = comm->nRanks, r = comm->rank;
   struct anycclTask ts[64];
   struct anycclTask* tp[64];
@@ -301,6 +304,20 @@ static void p2pCase(struct ncclComm* comm, size_t bytes, int allPairs, size_t ma
   ncclResult_t res = anycclP2pPhase(comm, tp, k, &plan->phases[0]);
   EXPECT(res == ncclSuccess, "%s: schedule failed", what);
   if (res == ncclSuccess) checkPhase(comm, &plan->phases[0], what, maxBlob);
+  if (res == ncclSuccess) {
+    static unsigned char buf[ACU_BLOB_LARGE];
+    static int from[1024], cut[1024];
+    const struct anycclPhase* ph = &plan->phases[0];
+    if (anycclCudaEncodeForTest(comm, ph, buf, sizeof(buf), from, cut) == ncclSuccess) {
+      const struct acuPhase* h = (const struct acuPhase*)buf;
+      for (int i = 0; i < ph->nlanes; i++) {
+        if (ph->lanes[i].kind != LANE_P2P_SEND && ph->lanes[i].kind != LANE_P2P_RECV) continue;
+        int got = 0;
+        for (int g = 0; g < h->nlanes; g++) got += from[g] == i;
+        EXPECT(got == wantCuts, "%s: plan lane %d cut %d ways, want %d", what, i, got, wantCuts);
+      }
+    }
+  }
   anycclPlanFree(plan);
 }
 
@@ -333,16 +350,23 @@ int main(void) {
     comm->meshAgMax = 64 << 20;
     collCase(comm, FUNC_ALLGATHER, (32 << 20) / sizeof(float) / n, "allgather mesh", large, 2 * (int)n - 1);
     comm->meshAgMax = 0;
-    /* point-to-point, cut over the 32 connections of each peer pair from
-     * 64 KB: one peer each way fits the 4 KB blob; every peer (alltoall's
-     * shape, 224 lanes at 4 ranks) takes the 32 KB one (measured: alltoall
-     * is 1.1-1.5x NCCL's time at 256 KB-4 MB; cutting less would fix it) */
-    p2pCase(comm, 8, 0, ACU_BLOB_TINY);
-    p2pCase(comm, 8, 1, ACU_BLOB_TINY);
-    p2pCase(comm, 256 << 10, 0, small);
-    p2pCase(comm, 64 << 20, 0, small);
-    p2pCase(comm, 256 << 10, 1, large);
-    p2pCase(comm, 64 << 20, 1, large);
+    /* point-to-point, cut by size over the 32 connections of each peer
+     * pair: one peer each way fits the 4 KB blob at any size; every peer
+     * (alltoall's shape) fits it up to 2 MB per peer (8 cuts: 49 lanes at 4
+     * ranks) and takes the 32 KB one from 4 MB (16 cuts) */
+    p2pCase(comm, 8, 0, ACU_BLOB_TINY, 1);
+    p2pCase(comm, 8, 1, ACU_BLOB_TINY, 1);
+    p2pCase(comm, (64 << 10) - 64, 0, ACU_BLOB_TINY, 1);
+    p2pCase(comm, 64 << 10, 0, small, 8);
+    p2pCase(comm, 256 << 10, 0, small, 8);
+    p2pCase(comm, 2 << 20, 0, small, 8);
+    p2pCase(comm, (2 << 20) + (256 << 10), 0, small, 9);
+    p2pCase(comm, 4 << 20, 0, small, 16);
+    p2pCase(comm, 64 << 20, 0, small, 32);
+    p2pCase(comm, 256 << 10, 1, small, 8);
+    p2pCase(comm, 2 << 20, 1, small, 8);
+    p2pCase(comm, 4 << 20, 1, large, 16);
+    p2pCase(comm, 64 << 20, 1, large, 32);
     freeComm(comm);
   }
   /* NCCL_MAX_NCHANNELS caps the channels */
