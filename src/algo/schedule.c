@@ -207,11 +207,19 @@ static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, con
    * many channels pay per-step latency on every block; large ones need all
    * of them for bandwidth). */
   size_t perBlockBytes = lenStride * es;
-  size_t want = perBlockBytes / comm->channelBytes;
   /* Past 64 channels each needs twice the bytes (4 x H200: all-gather,
    * reduce-scatter and all-reduce at 32 MB ran steadier and faster on 64
-   * channels of 128 KB than on 128 of 64 KB; docs/performance.md). */
-  if (want > 64) want = perBlockBytes / (2 * comm->channelBytes) > 64 ? perBlockBytes / (2 * comm->channelBytes) : 64;
+   * channels of 128 KB than on 128 of 64 KB; docs/performance.md). A chain
+   * (broadcast, reduce) beyond two ranks has its own bytes per channel
+   * (ANYCCL_CUDA_CHAIN_BYTES, 4x that past 64 channels): reduce at 16 MB on 4
+   * x H200 ran at 163 GB/s on 128 channels of 128 KB, 256-265 on 16-64. */
+  size_t per = comm->channelBytes, perPast64 = 2 * comm->channelBytes;
+  if ((rp->kind == FUNC_BROADCAST || rp->kind == FUNC_REDUCE) && comm->nRanks > 2) {
+    per = comm->chainBytes;
+    perPast64 = comm->chainBytesPast64;
+  }
+  size_t want = perBlockBytes / per;
+  if (want > 64) want = perBlockBytes / perPast64 > 64 ? perBlockBytes / perPast64 : 64;
   if (want < (size_t)comm->baseChannels) want = (size_t)comm->baseChannels;
   if (want > perBlockBytes / comm->minChannelBytes) want = perBlockBytes / comm->minChannelBytes;
   int nch = want < (size_t)comm->nChannels ? (int)want : comm->nChannels;

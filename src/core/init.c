@@ -211,6 +211,13 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
     comm->baseChannels = (int)anycclParamInt(PARAM_CUDA_BASE_CHANNELS);
     if (comm->channelBytes < comm->minChannelBytes) comm->channelBytes = comm->minChannelBytes;
   }
+  comm->chainBytes = comm->channelBytes;
+  comm->chainBytesPast64 = 2 * comm->channelBytes;
+  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
+    comm->chainBytes = (size_t)anycclParamInt(PARAM_CUDA_CHAIN_BYTES);
+    if (comm->chainBytes < comm->minChannelBytes) comm->chainBytes = comm->minChannelBytes;
+    comm->chainBytesPast64 = 4 * comm->chainBytes;
+  }
   comm->localRanks = comm->localRank = 0;
   for (int i = 0; i < n; i++)
     if (comm->peerInfo[i].hostHash == me->hostHash) {

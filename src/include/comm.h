@@ -122,6 +122,7 @@ struct ncclComm {
    * gets less than minChannelBytes of each block. */
   size_t minChannelBytes;
   size_t channelBytes;
+  size_t chainBytes, chainBytesPast64; /* the same for broadcast/reduce chains beyond 2 ranks */
   int baseChannels;
   size_t llThreshold;            /* messages up to this many bytes use the LL protocol */
   int p2pChannels;               /* FIFOs (and GPU blocks) per peer pair for p2p and direct lanes */

@@ -50,6 +50,8 @@ static struct ncclComm* fakeComm(int n, int r, int nch) {
   c->directThreshold = 128 << 10;
   c->minChannelBytes = 8 << 10;
   c->channelBytes = 64 << 10;
+  c->chainBytes = 256 << 10;
+  c->chainBytesPast64 = 1 << 20;
   c->baseChannels = 16;
   c->forceAlgo = -1;
   c->peerThreshold = (size_t)-1;
@@ -340,7 +342,10 @@ int main(void) {
       int agLanes = wantChannels(sizes[i] / n, 128);
       collCase(comm, FUNC_ALLGATHER, count / n, "allgather", agLanes <= 64 ? small : large, agLanes);
       collCase(comm, FUNC_REDUCESCATTER, count / n, "reducescatter", agLanes <= 64 ? small : large, agLanes);
-      int chLanes = wantChannels(sizes[i], 128);
+      /* chains beyond 2 ranks: one channel per 256 KB, 64 from 16 to 64 MB,
+       * then one per MB (as measured; a table rather than the formula) */
+      static const int chainLanes[] = {16, 16, 16, 64, 64, 128};
+      int chLanes = chainLanes[i];
       collCase(comm, FUNC_BROADCAST, count, "broadcast", chLanes <= 64 ? small : large, chLanes);
       collCase(comm, FUNC_REDUCE, count, "reduce", chLanes <= 64 ? small : large, chLanes);
       collCase(comm, FUNC_ALLTOALL, count / n, "alltoall", large, 0);
@@ -367,11 +372,19 @@ int main(void) {
     p2pCase(comm, 2 << 20, 1, small, 8);
     p2pCase(comm, 4 << 20, 1, large, 16);
     p2pCase(comm, 64 << 20, 1, large, 32);
+    collCase(comm, FUNC_REDUCE, (512 << 20) / sizeof(float), "reduce", large, 128);
+    collCase(comm, FUNC_BROADCAST, (64 << 20) / sizeof(float), "broadcast", small, 64);
+    collCase(comm, FUNC_BROADCAST, (96 << 20) / sizeof(float), "broadcast", large, 96);
     freeComm(comm);
   }
   /* NCCL_MAX_NCHANNELS caps the channels */
   struct ncclComm* comm = fakeComm(4, 1, 8);
   collCase(comm, FUNC_ALLREDUCE, (64 << 20) / sizeof(float), "allreduce 8 channels", ACU_BLOB_SMALL, 8);
+  freeComm(comm);
+  /* two ranks: a chain is one hop, it keeps the ring rule (128 KB each past 64) */
+  comm = fakeComm(2, 0, 128);
+  collCase(comm, FUNC_REDUCE, (16 << 20) / sizeof(float), "reduce 2 ranks", ACU_BLOB_LARGE, 128);
+  collCase(comm, FUNC_BROADCAST, (4 << 20) / sizeof(float), "broadcast 2 ranks", ACU_BLOB_SMALL, 64);
   freeComm(comm);
   printf("%s: %d checks, %d failed\n", fails ? "FAIL" : "PASS", checks, fails);
   return fails ? 1 : 0;
