@@ -384,7 +384,7 @@ struct gpuLane {
 };
 
 #define P2P_CUT_MIN (64 << 10)      /* p2p ops from this size are cut over the p2p channels */
-#define P2P_CUT_BYTES (256 << 10)   /* ... into one cut per this many bytes, */
+#define P2P_CUT_BYTES (512 << 10)   /* ... into one cut per this many bytes, */
 #define P2P_CUTS_MIN 8              /* at least this many (and at most the p2p channels) */
 #define DIRECT_CUT_BYTES (4 << 10)  /* a direct lane takes one more block per this many bytes */
 
@@ -396,10 +396,13 @@ static int isP2pLane(const struct ncclComm* comm, const struct anycclLane* l) {
 
 /* How many cuts a p2p op of `bytes` takes. A function of the size alone:
  * the sender's and the receiver's lanes must cut it the same way. Measured
- * on 4 x H200 (sendrecv and all-to-all, 64 KB - 16 MB): many small cuts pay
- * per-block latency, and an all-to-all with every op cut 32 ways needs 224
- * blocks (a second wave on 132 SMs) and the 32 KB parameter blob; 8 cuts
- * up to 2 MB, then one per 256 KB, were the fastest. */
+ * on 4 x H200 (sendrecv and all-to-all, 64 KB - 512 MB): many small cuts
+ * pay per-block latency, and an all-to-all with every op cut 32 ways needs
+ * 193 blocks (a second wave on 132 SMs) and the 32 KB parameter blob: 8
+ * cuts up to 4 MB, then one per 512 KB. (Capping the cuts so that an
+ * all-to-all always fits the SMs, 21 at 4 ranks, took all-to-all at 32 MB
+ * from 178 to 230 GB/s but sendrecv at 256-512 MB from 348-359 to 309-332:
+ * a cap would have to be a function of the op alone, like the count.) */
 static int p2pCuts(const struct ncclComm* comm, uint64_t bytes) {
   int K = comm->p2pChannels;
   if (bytes < P2P_CUT_MIN) return 1;

@@ -279,7 +279,7 @@ static void collCase(struct ncclComm* comm, anycclFunc f, size_t count, const ch
 /* Send/recv in one group: with every rank (self included: a copy), or a
  * ring (send to r+1, receive from r-1, as nccl-tests' sendrecv). */
 /* wantCuts: how many GPU lanes each send and receive lane becomes (the
- * measured rule, as a table: 1 below 64 KB, 8 up to 2 MB, one per 256 KB
+ * measured rule, as a table: 1 below 64 KB, 8 up to 4 MB, one per 512 KB
  * beyond, at most the 32 p2p connections of a peer pair). */
 static void p2pCase(struct ncclComm* comm, size_t bytes, int allPairs, size_t maxBlob, int wantCuts) {
   int n = comm->nRanks, r = comm->rank;
@@ -357,20 +357,23 @@ int main(void) {
     comm->meshAgMax = 0;
     /* point-to-point, cut by size over the 32 connections of each peer
      * pair: one peer each way fits the 4 KB blob at any size; every peer
-     * (alltoall's shape) fits it up to 2 MB per peer (8 cuts: 49 lanes at 4
-     * ranks) and takes the 32 KB one from 4 MB (16 cuts) */
+     * (alltoall's shape) fits it up to 4 MB per peer (8 cuts: 49 lanes at 4
+     * ranks) and takes the 32 KB one from 8 MB (16 cuts) */
     p2pCase(comm, 8, 0, ACU_BLOB_TINY, 1);
     p2pCase(comm, 8, 1, ACU_BLOB_TINY, 1);
     p2pCase(comm, (64 << 10) - 64, 0, ACU_BLOB_TINY, 1);
     p2pCase(comm, 64 << 10, 0, small, 8);
     p2pCase(comm, 256 << 10, 0, small, 8);
     p2pCase(comm, 2 << 20, 0, small, 8);
-    p2pCase(comm, (2 << 20) + (256 << 10), 0, small, 9);
-    p2pCase(comm, 4 << 20, 0, small, 16);
+    p2pCase(comm, 4 << 20, 0, small, 8);
+    p2pCase(comm, (4 << 20) + (512 << 10), 0, small, 9);
+    p2pCase(comm, 8 << 20, 0, small, 16);
+    p2pCase(comm, 16 << 20, 0, small, 32);
     p2pCase(comm, 64 << 20, 0, small, 32);
     p2pCase(comm, 256 << 10, 1, small, 8);
     p2pCase(comm, 2 << 20, 1, small, 8);
-    p2pCase(comm, 4 << 20, 1, large, 16);
+    p2pCase(comm, 4 << 20, 1, small, 8);
+    p2pCase(comm, 8 << 20, 1, large, 16);
     p2pCase(comm, 64 << 20, 1, large, 32);
     collCase(comm, FUNC_REDUCE, (512 << 20) / sizeof(float), "reduce", large, 128);
     collCase(comm, FUNC_BROADCAST, (64 << 20) / sizeof(float), "broadcast", small, 64);
