@@ -216,7 +216,7 @@ static __device__ __forceinline__ void packedSum(const uint4& x, const uint4& y,
  * round. Apart from redLoop's general element path because that path made
  * the loop slow: one block of 512 threads reduced floats from a FIFO slot
  * and a local input into a peer at 10-11 GB/s through it, against 37-42
- * GB/s for a plain copy (H200, gpupack/micro). */
+ * GB/s for a plain copy (H200, tests/gpu/micro/red.cu). */
 template <int TY, int U, bool TWO>
 static __device__ __forceinline__ void sumVecs(const uint4* v0, const uint4* v1, uint4* w0, uint4* w1, uint64_t nv) {
   const uint64_t bd = blockDim.x;
