@@ -445,8 +445,10 @@ static int cutLanesByLane(const struct ncclComm* comm, const struct anycclPhase*
       }
     } else if (l->kind == LANE_P2P_SEND || l->kind == LANE_P2P_RECV || l->kind == LANE_COPY) {
       int cuts = 1;
-      for (int j = 0; j < l->nops; j++)
-        if (p2pCuts(comm, l->ops[j].bytes) > cuts) cuts = p2pCuts(comm, l->ops[j].bytes);
+      for (int j = 0; j < l->nops; j++) {
+        int c = p2pCuts(comm, l->ops[j].bytes);
+        if (c > cuts) cuts = c;
+      }
       for (int k = 0; k < cuts; k++) {
         int any = 0;
         for (int j = 0; j < l->nops && !any; j++) {
