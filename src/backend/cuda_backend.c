@@ -29,6 +29,7 @@
  * (the proxy moves whole slots, not LL lines) and at most
  * ANYCCL_CUDA_NET_CHANNELS ring channels and connections per peer pair. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -283,6 +284,17 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   void* sharedDev = NULL;
   ACUCHECK(acuHostAllocMapped((void**)&comm->cuShared, &sharedDev, sizeof(struct acuShared)));
   comm->cuSharedDev = sharedDev;
+  const char* tpath = anycclParamStr(PARAM_CUDA_TIMELINE);
+  if (tpath && tpath[0]) {
+    int64_t cap = anycclParamInt(PARAM_CUDA_TIMELINE_RECORDS);
+    if (cap < 1) cap = 1;
+    void* dev = NULL;
+    size_t bytes = sizeof(struct acuTimeline) + (size_t)cap * sizeof(struct acuTimeRec);
+    ACUCHECK(acuHostAllocMapped((void**)&comm->cuTimeline, &dev, bytes));
+    memset(comm->cuTimeline, 0, sizeof(struct acuTimeline));
+    comm->cuTimeline->cap = (unsigned long long)cap;
+    comm->cuTimelineDev = dev;
+  }
   struct anycclPeerInfo* me = &comm->peerInfo[r];
   me->devSeg = comm->devSeg;
   me->devSegSize = comm->devSegSize;
@@ -309,6 +321,25 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   return ncclSuccess;
 }
 
+/* The timeline as text, one record per line: seq lane step what t_ns
+ * (what: 0 lane start, 1 step's wait done, 2 step posted, 3 lane end). */
+static void timelineWrite(struct ncclComm* comm) {
+  const struct acuTimeline* tl = comm->cuTimeline;
+  char path[4096];
+  snprintf(path, sizeof(path), "%s.%d", anycclParamStr(PARAM_CUDA_TIMELINE), comm->rank);
+  FILE* f = fopen(path, "w");
+  if (f == NULL) {
+    WARN("ANYCCL_CUDA_TIMELINE: cannot write %s; is its directory there and writable?", path);
+    return;
+  }
+  unsigned long long n = tl->next < tl->cap ? tl->next : tl->cap;
+  const struct acuTimeRec* r = (const struct acuTimeRec*)(tl + 1);
+  fprintf(f, "# rank %d: %llu records, %llu dropped (ANYCCL_CUDA_TIMELINE_RECORDS)\n", comm->rank, n, tl->next - n);
+  for (unsigned long long i = 0; i < n; i++)
+    fprintf(f, "%u %u %u %u %llu\n", r[i].seq, r[i].lane, r[i].step, r[i].what, (unsigned long long)r[i].t);
+  fclose(f);
+}
+
 void anycclCudaFree(struct ncclComm* comm) {
   if (!comm->cuda) return;
   int saved = -1;
@@ -332,6 +363,11 @@ void anycclCudaFree(struct ncclComm* comm) {
   if (comm->devScratch) acuFree(comm->devScratch);
   if (comm->devSeg) acuFree(comm->devSeg);
   if (comm->cuShared) acuFreeHost(comm->cuShared);
+  if (comm->cuTimeline) {
+    timelineWrite(comm);
+    acuFreeHost(comm->cuTimeline);
+    comm->cuTimeline = comm->cuTimelineDev = NULL;
+  }
   if (comm->cuOrderEvent) acuEventDestroy(comm->cuOrderEvent);
   comm->cuOrderEvent = NULL;
   comm->devConns = NULL;
@@ -637,6 +673,8 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
   h->divisor = ph->op.divisor;
   h->conns = comm->devConns;
   h->shared = comm->cuSharedDev;
+  h->timeline = comm->cuTimelineDev;
+  h->seq = (uint32_t)comm->launches;
   h->timeoutNs = comm->opTimeoutSec > 0 ? (uint64_t)comm->opTimeoutSec * 1000000000ull : 0;
   h->elemSize = (uint32_t)ph->elemSize;
   h->type = (uint8_t)ph->op.type;

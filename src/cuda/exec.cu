@@ -577,6 +577,18 @@ static __device__ __forceinline__ uint64_t blockLen(uint64_t total, uint64_t str
 
 __shared__ int sStop, sStopSend;
 
+/* One timeline record (thread 0 only; nothing when the timeline is off). */
+static __device__ __forceinline__ void tmark(const acuPhase* h, int step, int what) {
+  acuTimeline* tl = h->timeline;
+  if (tl == nullptr || threadIdx.x != 0) return;
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  unsigned long long i = atomicAdd(&tl->next, 1ull);
+  if (i >= tl->cap) return;
+  acuTimeRec* r = (acuTimeRec*)(tl + 1) + i;
+  *r = acuTimeRec{t, h->seq, (uint16_t)blockIdx.x, (uint8_t)step, (uint8_t)what};
+}
+
 /* Thread 0 waits for the receive slot (tail, then its size), thread 32 for
  * the send slot (head), side by side; the block learns the outcome. */
 static __device__ bool stepWait(const acuPhase* h, acuConn* rc, uint64_t rstep, acuConn* sc, uint64_t sstep,
@@ -763,6 +775,7 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
   for (uint64_t pos = l->begin; pos < l->end; pos += l->slice) {
     if (l->ll) {
       if (!llSlice(B, l, conns, steps, pos, scratch)) return;
+      tmark(h, 254, ACU_T_POSTED); /* 254: a whole LL slice */
       continue;
     }
     for (int i = 0; i < l->nsteps; i++) {
@@ -773,6 +786,7 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
       uint64_t bytes = n * h->elemSize;
       uint64_t rstep = rc ? steps[s->recv] : 0, sstep = sc ? steps[s->send] : 0;
       if (!stepWait(h, rc, rstep, sc, sstep, bytes)) return;
+      tmark(h, i, ACU_T_WAITED);
       const char* in0 = rc ? rc->buf + (rstep % rc->nslots) * (uint64_t)rc->slotBytes
                            : bufPtr(h, l, s->in0, s, pos, scratch);
       const char* in1 = s->in1 != BUF_NONE ? bufPtr(h, l, s->in1, s, pos, scratch) : nullptr;
@@ -815,6 +829,7 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
         if (sc) steps[s->send] = sstep + 1;
       }
       stepPost(h, rc, rstep, sc, sstep, bytes);
+      tmark(h, i, ACU_T_POSTED);
     }
   }
   __syncthreads();
@@ -915,12 +930,14 @@ static __device__ void runBlob(const unsigned char* b) {
   }
   __syncthreads();
   const acuLane* l = &lane;
+  tmark(B.h, 255, ACU_T_START);
   switch (l->kind) {
     case ACU_LANE_STEPS: stepLane(B, l); break;
     case ACU_LANE_SEND:
     case ACU_LANE_RECV: p2pLane(B, l); break;
     default: copyLane(B, l); break;
   }
+  tmark(B.h, 255, ACU_T_END);
 }
 
 /* (ACU_THREADS, 1): one block per SM is all a lane needs, so ptxas may give

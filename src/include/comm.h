@@ -129,6 +129,8 @@ struct ncclComm {
   char* devScratch;              /* device twin of scratch */
   struct acuShared* cuShared;    /* host-mapped abort/error words */
   struct acuShared* cuSharedDev;
+  struct acuTimeline* cuTimeline;    /* ANYCCL_CUDA_TIMELINE: host view ... */
+  struct acuTimeline* cuTimelineDev; /* ... and device view, or NULL */
   int cuErrReported;
   int cuFlags;                   /* ACU_FLAG_* for every phase */
   cudaStream_t checkedStream;    /* last stream found to be on cudaDev */

@@ -92,6 +92,24 @@ struct acuOp {
   uint64_t ptr, bytes;
 };
 
+/* ANYCCL_CUDA_TIMELINE: thread 0 of every block records when its lane
+ * starts, when each step's wait ends, when each step is posted and when the
+ * lane ends (%globaltimer, ns), in host-mapped memory; written to a file
+ * per rank when the communicator is destroyed. */
+struct acuTimeRec {
+  uint64_t t;
+  uint32_t seq;   /* launch number */
+  uint16_t lane;  /* block */
+  uint8_t step;   /* step of the lane's program (255: lane start/end) */
+  uint8_t what;   /* ACU_T_* */
+};
+enum { ACU_T_START = 0, ACU_T_WAITED = 1, ACU_T_POSTED = 2, ACU_T_END = 3 };
+struct acuTimeline {
+  unsigned long long next; /* records claimed (may pass cap: those are dropped) */
+  unsigned long long cap;
+  /* then struct acuTimeRec[cap] */
+};
+
 struct acuPhase {
   uint64_t in, out;
   uint64_t scalar;     /* PreMulSum scalar bits (low bytes), if scalarPtr == 0 */
@@ -110,6 +128,9 @@ struct acuPhase {
   uint32_t bytes;      /* header + arrays, as sent */
   uint32_t chunk;      /* p2p simple-protocol chunk bytes */
   int32_t rank;
+  struct acuTimeline* timeline; /* or NULL */
+  uint32_t seq;        /* launch number (timeline records) */
+  uint32_t pad32;
   /* then: struct acuLaneWire[nlanes], struct acuShape[nshapes],
    * struct acuStep[nsteps] (padded to 8), uint16_t conns[nconns] (padded
    * to 8), struct acuOp[nops] */
