@@ -210,15 +210,40 @@ static __device__ __forceinline__ void packedSum(const uint4& x, const uint4& y,
   }
 }
 
-/* Plain sums of 16-byte vectors (packedSum's types, no PreMulSum or
- * SumPostDiv), the hot loop of every reduction step: U vectors of each
- * input in flight per thread, no per-element flags, bounds tested once per
- * round. Apart from redLoop's general element path because that path made
- * the loop slow: one block of 512 threads reduced floats from a FIFO slot
- * and a local input into a peer at 10-11 GB/s through it, against 37-42
- * GB/s for a plain copy (H200, tests/gpu/micro/red.cu). */
-template <int TY, int U, bool TWO>
-static __device__ __forceinline__ void sumVecs(const uint4* v0, const uint4* v1, uint4* w0, uint4* w1, uint64_t nv) {
+/* a OP b on one 16-byte vector: sums packed (packedSum), 8-bit integer
+ * min/max four to an instruction, everything else element by element with
+ * the element path's own apply() (so NaN and signed-zero rules are the
+ * same bit for bit). */
+template <int TY, int OP>
+static __device__ __forceinline__ void vecOp(const uint4& x, const uint4& y, uint4& z) {
+  typedef typename Ty<TY>::R R;
+  constexpr int E = 16 / sizeof(R);
+  if constexpr (OP == OP_SUM && TY != 10 && TY != 11) {
+    packedSum<TY>(x, y, z);
+  } else if constexpr ((TY == 0 || TY == 1) && (OP == OP_MAX || OP == OP_MIN)) {
+    if constexpr (TY == 0 && OP == OP_MAX) z = make_uint4(__vmaxs4(x.x, y.x), __vmaxs4(x.y, y.y), __vmaxs4(x.z, y.z), __vmaxs4(x.w, y.w));
+    if constexpr (TY == 0 && OP == OP_MIN) z = make_uint4(__vmins4(x.x, y.x), __vmins4(x.y, y.y), __vmins4(x.z, y.z), __vmins4(x.w, y.w));
+    if constexpr (TY == 1 && OP == OP_MAX) z = make_uint4(__vmaxu4(x.x, y.x), __vmaxu4(x.y, y.y), __vmaxu4(x.z, y.z), __vmaxu4(x.w, y.w));
+    if constexpr (TY == 1 && OP == OP_MIN) z = make_uint4(__vminu4(x.x, y.x), __vminu4(x.y, y.y), __vminu4(x.z, y.z), __vminu4(x.w, y.w));
+  } else {
+    R a[E], b[E];
+    memcpy(a, &x, 16);
+    memcpy(b, &y, 16);
+#pragma unroll
+    for (int e = 0; e < E; e++) a[e] = Ty<TY>::store(apply<TY, OP>(Ty<TY>::load(a[e]), Ty<TY>::load(b[e])));
+    memcpy(&z, a, 16);
+  }
+}
+
+/* Plain a OP b over 16-byte vectors (no PreMulSum or SumPostDiv flags),
+ * the hot loop of every reduction step: U vectors of each input in flight
+ * per thread, no per-element flags, bounds tested once per round. Apart
+ * from redLoop's general element path because that path made the loop
+ * slow: one block of 512 threads reduced floats from a FIFO slot and a
+ * local input into a peer at 10-11 GB/s through it, against 37-42 GB/s for
+ * a plain copy and 30-36 through this loop (H200, tests/gpu/micro/red.cu). */
+template <int TY, int OP, int U, bool TWO>
+static __device__ __forceinline__ void opVecs(const uint4* v0, const uint4* v1, uint4* w0, uint4* w1, uint64_t nv) {
   const uint64_t bd = blockDim.x;
   uint64_t i = threadIdx.x;
   for (; i + (U - 1) * bd < nv; i += U * bd) {
@@ -231,19 +256,23 @@ static __device__ __forceinline__ void sumVecs(const uint4* v0, const uint4* v1,
 #pragma unroll
     for (int u = 0; u < U; u++) {
       uint4 z;
-      packedSum<TY>(x[u], y[u], z);
+      vecOp<TY, OP>(x[u], y[u], z);
       w0[i + u * bd] = z;
       if (TWO) w1[i + u * bd] = z;
     }
   }
   for (; i < nv; i += bd) {
     uint4 z;
-    packedSum<TY>(__ldcg(v0 + i), __ldcg(v1 + i), z);
+    vecOp<TY, OP>(__ldcg(v0 + i), __ldcg(v1 + i), z);
     w0[i] = z;
     if (TWO) w1[i] = z;
   }
 }
-#define SUM_UNROLL 8
+/* Vectors in flight per thread and input: 8 for packed sums; 4 where
+ * each vector is taken apart element by element (twice the code per round,
+ * and twice ptxas' time for the whole file at 8). */
+template <int TY, int OP>
+__host__ __device__ constexpr int opUnroll() { return OP == OP_SUM && TY != 10 && TY != 11 ? 8 : 4; }
 
 template <int TY, int OP>
 static __device__ __noinline__ void redLoop(const RedArgs& a) {
@@ -261,13 +290,11 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
   const bool has1 = in1 != nullptr;
   uint64_t n = a.n, done = 0;
   uintptr_t mis = (uintptr_t)in0 | (uintptr_t)in1 | (uintptr_t)out0 | (uintptr_t)out1;
-  if constexpr (OP == OP_SUM && TY != 10 && TY != 11) { /* fp8: element by element */
-    if (has1 && !f.pm0 && !f.pm1 && !f.pd && (mis & 15) == 0) { /* plain a + b */
-      uint64_t nv = n / E;
-      if (out1) sumVecs<TY, SUM_UNROLL, true>((const uint4*)in0, (const uint4*)in1, (uint4*)out0, (uint4*)out1, nv);
-      else sumVecs<TY, SUM_UNROLL, false>((const uint4*)in0, (const uint4*)in1, (uint4*)out0, nullptr, nv);
-      done = nv * E;
-    }
+  if (has1 && !f.pm0 && !f.pm1 && !f.pd && (mis & 15) == 0) { /* plain a OP b */
+    uint64_t nv = n / E;
+    if (out1) opVecs<TY, OP, opUnroll<TY, OP>(), true>((const uint4*)in0, (const uint4*)in1, (uint4*)out0, (uint4*)out1, nv);
+    else opVecs<TY, OP, opUnroll<TY, OP>(), false>((const uint4*)in0, (const uint4*)in1, (uint4*)out0, nullptr, nv);
+    done = nv * E;
   }
   if (done == 0 && (mis & 15) == 0) {
     uint64_t nv = n / E;

@@ -15,9 +15,9 @@ __global__ void __launch_bounds__(ACU_THREADS, 1) kr(const char* a, const char* 
     } else if (MODE == 1) {
       copyBytes(chunk, A + off, true, D + off, nullptr);
     } else if (MODE == 3) {
-      sumVecs<7, 4, false>((const uint4*)(A + off), (const uint4*)(Bp + off), (uint4*)(D + off), nullptr, chunk / 16);
+      opVecs<7, 0, 4, false>((const uint4*)(A + off), (const uint4*)(Bp + off), (uint4*)(D + off), nullptr, chunk / 16);
     } else if (MODE == 4) {
-      sumVecs<7, 8, false>((const uint4*)(A + off), (const uint4*)(Bp + off), (uint4*)(D + off), nullptr, chunk / 16);
+      opVecs<7, 0, 8, false>((const uint4*)(A + off), (const uint4*)(Bp + off), (uint4*)(D + off), nullptr, chunk / 16);
     } else {
       const uint4* v0 = (const uint4*)(A + off); const uint4* v1 = (const uint4*)(Bp + off); uint4* w = (uint4*)(D + off);
       uint32_t nv = chunk / 16;
