@@ -20,14 +20,6 @@
 #include "plan.h"
 #include "reduce.h"
 
-static inline void cpuRelax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ volatile("yield");
-#endif
-}
-
 double anycclNowSec(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -243,7 +235,7 @@ static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
     if (async != ncclSuccess && async != ncclInProgress) return async; /* e.g. the proxy lost a peer */
     if (++spins < comm->spinCount) {
       if (comm->yieldSpin) sched_yield();
-      else cpuRelax();
+      else anycclCpuRelax();
       continue;
     }
     double t = anycclNowSec();

@@ -12,6 +12,7 @@
 #include "param.h"
 #include "comm.h"
 #include "rt.h"
+#include "launchers.h"
 
 struct groupInit {
   struct ncclComm* comm;
@@ -257,6 +258,73 @@ ncclResult_t anycclLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cu
   return ncclSuccess;
 }
 
+/* ---- a group over several devices: each device's launches on its own thread ---- */
+#define SPREAD_MAX_DEVS 16
+struct devJob {
+  struct anycclLaunchJob job;
+  struct ncclComm *head, *tail;
+  ncclResult_t res;
+  char err[256];
+};
+
+static void runDevJob(struct anycclLaunchJob* j, int* curDev) {
+  struct devJob* d = (struct devJob*)j;
+  for (struct ncclComm* c = d->head; c;) {
+    struct ncclComm* next = c->launchNext;
+    ncclResult_t r = launchComm(c, curDev);
+    if (r != ncclSuccess && d->res == ncclSuccess) {
+      d->res = r;
+      snprintf(d->err, sizeof(d->err), "%s", anycclLastError());
+    }
+    c = next;
+  }
+}
+
+/* Launch the group's comms with one job per device when they are cuda comms
+ * on 2 to SPREAD_MAX_DEVS devices; returns 0 (nothing launched) otherwise. */
+static int launchSpread(struct ncclComm* comms, int* cur, ncclResult_t* res) {
+  if (!anycclLaunchThreadsOn() || comms == NULL || comms->groupNext == NULL) return 0;
+  struct devJob jobs[SPREAD_MAX_DEVS];
+  int n = 0;
+  for (struct ncclComm* c = comms; c; c = c->groupNext) {
+    if (!c->cuda) return 0;
+    int k = 0;
+    while (k < n && jobs[k].job.dev != c->cudaDev) k++;
+    if (k == n) {
+      if (n == SPREAD_MAX_DEVS) return 0;
+      memset(&jobs[n], 0, sizeof(jobs[n]));
+      jobs[n].job.dev = c->cudaDev;
+      jobs[n].job.fn = runDevJob;
+      n++;
+    }
+  }
+  if (n < 2) return 0;
+  for (struct ncclComm* c = comms; c;) {
+    struct ncclComm* next = c->groupNext;
+    int k = 0;
+    while (jobs[k].job.dev != c->cudaDev) k++;
+    c->launchNext = NULL;
+    if (jobs[k].tail) jobs[k].tail->launchNext = c;
+    else jobs[k].head = c;
+    jobs[k].tail = c;
+    c = next;
+  }
+  struct anycclLaunchJob* order[SPREAD_MAX_DEVS];
+  int first = 0; /* the caller's own device first: no device switch */
+  for (int k = 0; k < n; k++)
+    if (jobs[k].job.dev == *cur) first = k;
+  order[0] = &jobs[first].job;
+  for (int k = 0, m = 1; k < n; k++)
+    if (k != first) order[m++] = &jobs[k].job;
+  anycclLaunchRun(order, n, cur);
+  for (int k = 0; k < n; k++)
+    if (jobs[k].res != ncclSuccess && *res == ncclSuccess) {
+      *res = jobs[k].res;
+      anycclSetLastError(jobs[k].err);
+    }
+  return 1;
+}
+
 static void* runInit(void* arg) {
   struct groupInit* g = arg;
   g->fn(g->arg);
@@ -295,7 +363,8 @@ ncclResult_t anycclGroupEndInternal(void) {
   int saved = -1;
   if (comms) anycclRt.getDevice(&saved);
   int cur = saved;
-  for (struct ncclComm* c = comms; c;) {
+  int spread = res == ncclSuccess && launchSpread(comms, &cur, &res);
+  for (struct ncclComm* c = spread ? NULL : comms; c;) {
     struct ncclComm* next = c->groupNext;
     if (res != ncclSuccess) {
       freeTasks(c->taskHead);

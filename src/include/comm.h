@@ -93,6 +93,7 @@ struct ncclComm {
   struct anycclTask* taskHead;   /* tasks of the open group */
   struct anycclTask* taskTail;
   struct ncclComm* groupNext;    /* comms with tasks in the open group */
+  struct ncclComm* launchNext;   /* group end: the next comm of the same device */
   int inGroupList;
   uint64_t launches;
   int inflight;                  /* plans launched, not yet finished (atomic) */

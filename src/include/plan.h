@@ -116,6 +116,14 @@ void anycclPeerFree(struct ncclComm* comm);
 /* Executor helpers shared by the cpu executor files. */
 void anycclBellWait(struct anycclBell* b, uint32_t seen); /* futex sleep, 20 ms at most */
 double anycclNowSec(void);                               /* CLOCK_MONOTONIC seconds */
+/* A spin-wait's pause (x86 pause, arm yield). */
+static inline void anycclCpuRelax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
 /* ncclRemoteError (with a WARN) if a same-host peer's process is gone. */
 ncclResult_t anycclCheckPeers(struct ncclComm* comm, const char* what);
 
