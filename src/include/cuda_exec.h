@@ -136,8 +136,10 @@ struct acuPhase {
    * to 8), struct acuOp[nops] */
 };
 
-/* Blob capacities: the tiny and small blobs keep launches cheap; larger phases take
- * the large one (kernel parameters up to 32 KB, CUDA 12.1+ on sm_70+). */
+/* Blob capacities. A launch takes the kernel of the smallest size class that
+ * holds its blob (1, 2, 4, 8, 16 or 32 KB: exec.cu): the GPU copies the whole
+ * declared parameter size before a kernel starts, about 1 us per KB. Large
+ * parameters (over 4 KB) need CUDA 12.1+ on sm_70+. */
 #define ACU_BLOB_TINY 1024
 #define ACU_BLOB_SMALL 4000
 #define ACU_BLOB_LARGE 32000

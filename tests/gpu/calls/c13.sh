@@ -21,9 +21,7 @@ for d in int8 bfloat16; do
   $S $NT $REAL reduce_scatter "-b 32M -e 512M -f 4 -g 4 -n 20 -w 5 -d $d" "nccl-rs-$d" | grep -v "#"
   $S $NT $OURS reduce_scatter "-b 32M -e 512M -f 4 -g 4 -n 20 -w 5 -d $d" "rs-$d" | grep -v "#"
 done
-export BUILD_DIR=gpupack PREFIX=gpupack/prefix SKIP_BUILD=1 MODE=perf PERF_SIZES="-b 8 -e 512M -f 4" KEEP_RAW=0
-OUT=$OUT/g4 PERF_GRAPH=1 DEADLINE=200 bash tests/gpu/run.sh > $OUT/g4.txt 2>&1; echo "g4 rc=$?"
-CUDA_VISIBLE_DEVICES=0,1 NGPU=2 OUT=$OUT/g2 DEADLINE=150 bash tests/gpu/run.sh > $OUT/g2.txt 2>&1; echo "g2 rc=$?"
+tables 200 150
 echo "=== types (busbw GB/s)"
 awk '$1=="sweep" && $4 ~ /^[0-9]+$/ {k=$2" "$3; v[k]=v[k]" "$6} END {for (k in v) print k, v[k]}' $OUT/log.txt | sort
-for g in g4 g2; do echo "=== $g"; sed -n '/^PERF/,$p' $OUT/$g/summary.txt; done
+tables_print

@@ -19,3 +19,13 @@ ab() {
     done
   done
 }
+# tables [deadline4] [deadline2]: run.sh's perf tables, 4 GPUs with graphs and 2 GPUs, into $OUT/g4 and $OUT/g2
+tables() {
+  local d4=${1:-230} d2=${2:-150}
+  BUILD_DIR=gpupack PREFIX=gpupack/prefix SKIP_BUILD=1 MODE=perf PERF_SIZES="-b 8 -e 512M -f 4" KEEP_RAW=0 \
+    OUT=$OUT/g4 PERF_GRAPH=1 DEADLINE=$d4 bash tests/gpu/run.sh > $OUT/g4.txt 2>&1; echo "g4 rc=$?"
+  BUILD_DIR=gpupack PREFIX=gpupack/prefix SKIP_BUILD=1 MODE=perf PERF_SIZES="-b 8 -e 512M -f 4" KEEP_RAW=0 \
+    CUDA_VISIBLE_DEVICES=0,1 NGPU=2 OUT=$OUT/g2 DEADLINE=$d2 bash tests/gpu/run.sh > $OUT/g2.txt 2>&1; echo "g2 rc=$?"
+}
+# tables_print: their summaries
+tables_print() { for g in g4 g2; do echo "=== $g"; sed -n '/^PERF/,$p' $OUT/$g/summary.txt; done; }
