@@ -13,13 +13,9 @@
  * A launch thread spins for ANYCCL_LAUNCH_SPIN_US after its last job (groups
  * that follow each other closely find it awake), then sleeps on a futex; the
  * next job wakes it. */
-#include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -117,6 +113,10 @@ int anycclLaunchThreadsOn(void) {
 
 void anycclLaunchRun(struct anycclLaunchJob** jobs, int n, int* curDev) {
   struct launcher* posted[MAX_LAUNCHERS];
+  if (n > MAX_LAUNCHERS) { /* more jobs than launch threads: all here */
+    for (int i = 0; i < n; i++) jobs[i]->fn(jobs[i], curDev);
+    return;
+  }
   for (int i = 1; i < n; i++) {
     struct launcher* l = launcherFor(jobs[i]->dev);
     jobs[i]->done = 0;
