@@ -49,7 +49,7 @@ static void runJob(struct anycclLaunchJob* aj, int* curDev) {
 
 struct caller {
   int devs[NDEV], ndev, rounds, busyUs, gapUs;
-  double maxS;                 /* stop after this long once a launch thread has run a job */
+  double maxS;                 /* seconds at most */
   long onThreads, ran, failures;
   char err[200];
 };
@@ -59,7 +59,9 @@ static void* callerMain(void* arg) {
   int cur = c->devs[0];
   anycclRt.setDevice(cur);
   double t0 = nowS();
-  for (int r = 0; r < c->rounds && c->failures == 0; r++) {
+  /* `rounds` rounds, and on until a launch thread has run a job (with 2
+   * cores and 5 spinning threads that can take a while), for maxS at most */
+  for (int r = 0; c->failures == 0; r++) {
     struct job jobs[NDEV];
     struct anycclLaunchJob* order[NDEV];
     memset(jobs, 0, sizeof(jobs));
@@ -80,7 +82,7 @@ static void* callerMain(void* arg) {
       c->ran++;
     }
     if (c->gapUs) usleep(c->gapUs);
-    if (c->onThreads > 0 && nowS() - t0 > c->maxS) break;
+    if ((r + 1 >= c->rounds && c->onThreads > 0) || nowS() - t0 > c->maxS) break;
   }
   return NULL;
 }
@@ -117,18 +119,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (strcmp(mode, "rounds") == 0) {
-    struct caller c = {{0, 1, 2, 3}, NDEV, 200000, 0, 0, 2.0, 0, 0, 0, ""};
+    struct caller c = {{0, 1, 2, 3}, NDEV, 200000, 0, 0, 10.0, 0, 0, 0, ""};
     callerMain(&c);
     return report("rounds", &c, 1);
   }
   if (strcmp(mode, "sleep") == 0) {
     /* the caller's own job lasts 300 us: a woken thread takes its job meanwhile */
-    struct caller c = {{0, 1, 2, 3}, NDEV, 2000, 300, 500, 0.3, 0, 0, 0, ""};
+    struct caller c = {{0, 1, 2, 3}, NDEV, 300, 300, 500, 10.0, 0, 0, 0, ""};
     callerMain(&c);
     return report("sleep", &c, 1);
   }
   if (strcmp(mode, "callers") == 0) {
-    struct caller c[2] = {{{0, 1, 2}, 3, 20000, 0, 0, 2.0, 0, 0, 0, ""}, {{3, 2, 1}, 3, 20000, 0, 0, 2.0, 0, 0, 0, ""}};
+    struct caller c[2] = {{{0, 1, 2}, 3, 20000, 0, 0, 10.0, 0, 0, 0, ""}, {{3, 2, 1}, 3, 20000, 0, 0, 10.0, 0, 0, 0, ""}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, callerMain, &c[i]);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
