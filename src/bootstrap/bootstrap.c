@@ -13,7 +13,8 @@
  * Every accepted connection must present the magic and a sane header within
  * BS_HELLO_MS, or it is dropped; reading is incremental and driven by poll, so
  * a silent or slow connection never holds up the others. Every wait is bounded
- * by ANYCCL_BOOTSTRAP_TIMEOUT and watches the abort flags. */
+ * by ANYCCL_BOOTSTRAP_TIMEOUT (by default ANYCCL_OP_TIMEOUT) and watches the
+ * abort flags. */
 #include "bootstrap.h"
 
 #include <errno.h>
@@ -37,10 +38,10 @@
 #define BS_HINT_ROOT                                                                             \
   "Check that the process that created the unique id (or rank 0, with NCCL_COMM_ID) is running " \
   "and reachable from this host, that NCCL_SOCKET_IFNAME / NCCL_COMM_ID name the right "       \
-  "interface, and that no firewall blocks the port; ANYCCL_BOOTSTRAP_TIMEOUT sets the wait (s)."
+  "interface, and that no firewall blocks the port; ANYCCL_BOOTSTRAP_TIMEOUT (default: ANYCCL_OP_TIMEOUT) sets the wait (s)."
 #define BS_HINT_PEER                                                                          \
   "Check that the peer is alive and that its bootstrap interface (NCCL_SOCKET_IFNAME) is "    \
-  "reachable from this host; ANYCCL_BOOTSTRAP_TIMEOUT sets the wait (s)."
+  "reachable from this host; ANYCCL_BOOTSTRAP_TIMEOUT (default: ANYCCL_OP_TIMEOUT) sets the wait (s)."
 
 enum { KIND_HELLO = 1, KIND_P2P = 2, KIND_ALLGATHER = 3, KIND_BARRIER = 4 };
 
@@ -146,10 +147,13 @@ const char* bootstrapIfName(void) {
   return bsIfText;
 }
 
-static int64_t bsTimeoutMs(void) {
+int64_t bootstrapTimeoutMs(void) {
   int64_t s = anycclParamInt(PARAM_BOOTSTRAP_TIMEOUT);
-  return s <= 0 ? -1 : s * 1000; /* 0 or less: no bound */
+  if (s < 0) s = anycclParamInt(PARAM_OP_TIMEOUT); /* the default: one bound for everything */
+  return s <= 0 ? -1 : s * 1000;                  /* 0: no bound */
 }
+
+static int64_t bsTimeoutMs(void) { return bootstrapTimeoutMs(); }
 
 /* ---- endpoint: a listener, its accepted connections, the message queue -- */
 
@@ -183,6 +187,7 @@ struct bsEndpoint {
   struct pollfd* pfds;
   struct bsConn** pconns;
   int pcap;
+  char* gone; /* ranks: [peer] = its connection to us closed (it exited or closed its state) */
 };
 
 enum { CONN_KEEP = 0, CONN_DROP = 1, CONN_DETACH = 2 };
@@ -210,8 +215,10 @@ static void epDestroy(struct bsEndpoint* ep) {
   ep->head = ep->tail = NULL;
   free(ep->pfds);
   free(ep->pconns);
+  free(ep->gone);
   ep->pfds = NULL;
   ep->pconns = NULL;
+  ep->gone = NULL;
 }
 
 /* First queued message matching (peer, kind, tag); peer/tag -1 = any. */
@@ -385,6 +392,7 @@ static ncclResult_t epPoll(struct bsEndpoint* ep, int extraFd, short extraEvents
     int st = epReadConn(ep, c);
     if (st != CONN_KEEP) {
       if (c->peer < 0) ep->npending--;
+      else if (st == CONN_DROP && ep->gone) ep->gone[c->peer] = 1; /* no more messages from it */
       c->peer = st == CONN_DROP ? -2 : -3; /* marks for the sweep below */
     }
   }
@@ -736,6 +744,13 @@ static ncclResult_t bsRecvMsg(struct bootstrapState* s, int peer, int kind, int 
       res = ncclInternalError;
       break;
     }
+    if (s->ep.gone[peer]) {
+      WARN("Bootstrap: rank %d was waiting for %s from rank %d (tag %d), but rank %d closed its connection: it "
+           "exited, crashed or destroyed its communicator",
+           s->rank, kindName(kind), peer, tag, peer);
+      res = ncclRemoteError;
+      break;
+    }
     int64_t left = ncclSocketRemainingMs(deadline);
     if (left == 0) {
       WARN("Bootstrap: rank %d timed out after %lld s waiting for %s from rank %d (tag %d); is rank %d alive and at "
@@ -833,7 +848,7 @@ static ncclResult_t joinRoot(struct bootstrapState* s, const struct bsHandle* ha
       INFO(NCCL_BOOTSTRAP, "Bootstrap: rank %d: init aborted while waiting for the root", s->rank);
     else if (sock.err == ncclSocketErrTimedOut)
       WARN("Bootstrap: rank %d: no answer from the root at %s within %lld s: not all %d ranks joined. Check that "
-           "every rank calls init with the same id and nranks; ANYCCL_BOOTSTRAP_TIMEOUT sets the wait (s).",
+           "every rank calls init with the same id and nranks; ANYCCL_BOOTSTRAP_TIMEOUT (default: ANYCCL_OP_TIMEOUT) sets the wait (s).",
            s->rank, rootName, (long long)(s->timeoutMs / 1000), s->nranks);
     else
       WARN("Bootstrap: rank %d: the root at %s dropped the connection (%s); did the root process exit, or does the "
@@ -886,6 +901,12 @@ ncclResult_t bootstrapInit(const ncclUniqueId* id, int rank, int nranks, volatil
   union ncclSocketAddress local = bsIfAddr;
   NCCLCHECKGOTO(epOpen(&s->ep, &local, 0, s->magic, abortFlag, &s->localAbort), res, fail);
   s->ep.nranks = nranks;
+  s->ep.gone = calloc(nranks, 1);
+  if (s->ep.gone == NULL) {
+    WARN("Bootstrap: out of memory for %d ranks", nranks);
+    res = ncclSystemError;
+    goto fail;
+  }
   snprintf(s->ep.who, sizeof(s->ep.who), "rank %d", rank);
   s->peerAddrs[rank] = s->ep.listen.addr;
   NCCLCHECKGOTO(joinRoot(s, &handle), res, fail);

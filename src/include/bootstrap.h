@@ -1,7 +1,7 @@
 /* Bootstrap: out-of-band exchange among the ranks of a communicator, over TCP,
  * as NCCL does it. The unique id carries the root's address and a random
  * magic; every connection begins with the magic and is dropped if it is wrong.
- * Every wait is bounded (ANYCCL_BOOTSTRAP_TIMEOUT) and watches *abortFlag. */
+ * Every wait is bounded (bootstrapTimeoutMs) and watches *abortFlag. */
 #ifndef ANYCCL_BOOTSTRAP_H
 #define ANYCCL_BOOTSTRAP_H
 
@@ -9,6 +9,11 @@
 #include "nccl.h"
 
 struct bootstrapState; /* opaque */
+
+/* The bound of every bootstrap wait, and of network connection setup, in ms:
+ * ANYCCL_BOOTSTRAP_TIMEOUT, or ANYCCL_OP_TIMEOUT when that is -1 (the
+ * default); -1 when there is none (0 = forever). */
+int64_t bootstrapTimeoutMs(void);
 
 /* Fill an id: if NCCL_COMM_ID is set, the id names that address (no root is
  * started here: rank 0 starts it in bootstrapInit); otherwise a root thread is

@@ -18,6 +18,7 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
+#include "bootstrap.h"
 #include "checks.h"
 #include "net.h"
 #include "param.h"
@@ -353,7 +354,8 @@ static void setLiveness(struct ncclSocket* s) {
   setsockopt(s->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
-static int64_t setupDeadline(void) { return ncclSocketDeadlineMs(anycclParamInt(PARAM_BOOTSTRAP_TIMEOUT) * 1000); }
+/* Connection setup meets the bootstrap's bound (-1: none; 0 s must not mean "now"). */
+static int64_t setupDeadline(void) { return ncclSocketDeadlineMs(bootstrapTimeoutMs()); }
 
 static ncclResult_t netListen(int dev, void* opaque, void** out, volatile uint32_t* abortFlag) {
   NCCLCHECK(netInit());
