@@ -52,7 +52,7 @@ static ncclResult_t commAlloc(struct ncclComm** out, int nranks, int rank, int c
   return ncclSuccess;
 }
 
-static void commFree(struct ncclComm* comm) {
+void anycclCommFree(struct ncclComm* comm) {
   anycclCommUnregister(comm);
   if (comm->cuda) anycclCudaFree(comm);
   else anycclTransportFree(comm);
@@ -345,7 +345,7 @@ static ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId
   if (res != ncclSuccess && res != ncclInProgress) {
     /* Blocking init failed: the comm is unusable; free it as NCCL does. */
     *newcomm = NULL;
-    commFree(comm);
+    anycclCommFree(comm);
   }
   return res;
 }
@@ -414,7 +414,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int
   if (res != ncclSuccess) {
     for (int i = 0; i < ndev; i++)
       if (comms[i]) {
-        commFree(comms[i]);
+        anycclCommFree(comms[i]);
         comms[i] = NULL;
       }
   }
@@ -527,7 +527,7 @@ NCCL_API(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, nccl
   ncclResult_t res = __atomic_load_n(&child->asyncResult, __ATOMIC_ACQUIRE);
   if (res != ncclSuccess) {
     *newcomm = NULL;
-    commFree(child);
+    anycclCommFree(child);
   }
   return res;
 }
@@ -565,8 +565,9 @@ NCCL_API(ncclResult_t, ncclCommShrink,
   }
   if (shrinkFlags == NCCL_SHRINK_ABORT) {
     __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
-    anycclBellRing(comm->bell);
-    anycclCommWaitIdle(comm);
+    anycclCudaAbort(comm);
+    if (comm->bell) anycclBellRing(comm->bell);
+    anycclCommWaitRunning(comm); /* as ncclCommRevoke */
   }
   int nNew = 0, newRank = -1, leader = -1;
   for (int i = 0; i < n; i++)
@@ -601,10 +602,18 @@ static void joinInit(struct ncclComm* comm) {
   pthread_mutex_unlock(&comm->lock);
 }
 
+/* Aborted, revoked or failed: queued work will not run (it ends at once). */
+static int commStopped(struct ncclComm* comm) {
+  ncclResult_t async = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) || __atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE) ||
+         (async != ncclSuccess && async != ncclInProgress);
+}
+
 NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm)) {
   NCCLCHECK(anycclCommCheck(comm, "ncclCommFinalize", 0));
   joinInit(comm);
-  anycclCommWaitIdle(comm);
+  if (commStopped(comm)) anycclCommWaitRunning(comm);
+  else anycclCommWaitIdle(comm);
   int expect = COMM_READY;
   __atomic_compare_exchange_n(&comm->state, &expect, COMM_FINALIZED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   return ncclSuccess;
@@ -614,10 +623,20 @@ NCCL_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm)) {
   if (comm == NULL) return ncclSuccess; /* as NCCL */
   NCCLCHECK(anycclCommCheck(comm, "ncclCommDestroy", 0));
   joinInit(comm);
-  anycclCommWaitIdle(comm);
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d cudaDev %d busId %s - Destroy COMPLETE", (void*)comm, comm->rank,
        comm->nRanks, comm->cudaDev, comm->busId);
-  commFree(comm);
+  if (commStopped(comm)) {
+    /* Work queued behind other work (another communicator's stuck operation
+     * on the same stream) must not hold the destroy up: it is stopped, and
+     * ends at once when it starts. */
+    __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+    anycclCudaAbort(comm);
+    if (comm->bell) anycclBellRing(comm->bell);
+    anycclCommStopAndFree(comm);
+    return ncclSuccess;
+  }
+  anycclCommWaitIdle(comm);
+  anycclCommFree(comm);
   return ncclSuccess;
 }
 
@@ -630,9 +649,8 @@ NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm)) {
   anycclCudaAbort(comm);
   if (comm->bell) anycclBellRing(comm->bell);
   joinInit(comm);
-  anycclCommWaitIdle(comm);
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d - Abort COMPLETE", (void*)comm, comm->rank, comm->nRanks);
-  commFree(comm);
+  anycclCommStopAndFree(comm); /* plans not started yet do not hold the abort up */
   return ncclSuccess;
 }
 
@@ -645,7 +663,7 @@ NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags)) {
   __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
   anycclCudaAbort(comm);
   if (comm->bell) anycclBellRing(comm->bell);
-  anycclCommWaitIdle(comm);
+  anycclCommWaitRunning(comm); /* queued plans end at once when they start */
   return ncclSuccess;
 }
 

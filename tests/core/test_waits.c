@@ -18,6 +18,9 @@
  *                             blocked on such a collective (no op timeout)
  *   test_waits coll_revoke    ncclCommRevoke does the same; later calls are
  *                             refused; destroy returns at once
+ *   test_waits queued_stop    abort (and revoke + destroy) of a communicator
+ *                             whose work is queued on a stream behind another
+ *                             communicator's stuck collective returns at once
  *   test_waits large_timeout  as coll_timeout for a single-copy message
  *   test_waits net_timeout    ranks on two virtual hosts (network proxy and
  *   test_waits net_revoke     sockets); the peer is alive but silent: the
@@ -280,6 +283,45 @@ static int stopCase(int revoke) {
 }
 
 static int caseCollAbort(void) { return stopCase(0); }
+
+/* Y's collective is queued on the stream behind X's, whose peer never
+ * calls: stopping Y must not wait for X's to end. mode 0: abort Y; 1: revoke
+ * then destroy Y. The queued plan ends (and frees Y) once X is aborted. */
+static int queuedOne(int mode) {
+  struct pair x;
+  if (pairOpen(&x, 1 << 12)) return 1;
+  ncclComm_t y[2];
+  NCK(ncclCommInitAll(y, 2, NULL));
+  CUCK(cudaSetDevice(0));
+  NCK(ncclAllReduce(x.buf, x.buf, x.count, ncclFloat, ncclSum, x.comm[0], x.stream));
+  NCK(ncclAllReduce(x.buf, x.buf, x.count, ncclFloat, ncclSum, y[0], x.stream));
+  sleepMs(300);
+  double t0 = nowS();
+  if (mode == 0) {
+    NCK(ncclCommAbort(y[0]));
+    WITHIN("ncclCommAbort of a communicator whose work is queued behind a stuck one", nowS() - t0, 0, 0.5);
+  } else {
+    NCK(ncclCommRevoke(y[0], NCCL_REVOKE_DEFAULT));
+    WITHIN("ncclCommRevoke of a communicator whose work is queued behind a stuck one", nowS() - t0, 0, 0.5);
+    t0 = nowS();
+    NCK(ncclCommDestroy(y[0]));
+    WITHIN("ncclCommDestroy after that revoke", nowS() - t0, 0, 0.5);
+  }
+  if (cudaStreamQuery(x.stream) != cudaErrorNotReady) FAIL("the stream completed while X's collective still waits");
+  NCK(ncclCommAbort(x.comm[0]));
+  t0 = nowS();
+  CUCK(cudaStreamSynchronize(x.stream));
+  WITHIN("the stream after X's abort", nowS() - t0, 0, 0.5);
+  NCK(ncclCommAbort(x.comm[1]));
+  NCK(ncclCommAbort(y[1]));
+  pairClose(&x);
+  return 0;
+}
+
+static int caseQueuedStop(void) {
+  if (queuedOne(0)) return 1;
+  return queuedOne(1);
+}
 static int caseCollRevoke(void) { return stopCase(1); }
 
 /* ---- processes: ranks on virtual hosts ----------------------------------- */
@@ -482,7 +524,7 @@ static const struct tcase cases[] = {
     {"default", caseDefault, 5, 0},          {"init_missing", caseInitMissing, 15, 0},
     {"init_abort", caseInitAbort, 10, 0},    {"coll_timeout", caseCollTimeout, 15, 0},
     {"coll_abort", caseCollAbort, 10, 0},    {"coll_revoke", caseCollRevoke, 10, 0},
-    {"large_timeout", caseLargeTimeout, 10, 0}, {"net_timeout", caseNetTimeout, 15, 0},
+    {"large_timeout", caseLargeTimeout, 10, 0}, {"queued_stop", caseQueuedStop, 10, 0}, {"net_timeout", caseNetTimeout, 15, 0},
     {"net_revoke", caseNetRevoke, 15, 0},    {"net_abort", caseNetAbort, 15, 0},
     {"peer_gone", casePeerGone, 15, 0},      {"launch_busy", caseLaunchBusy, 15, 0},
 };
@@ -509,6 +551,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   fprintf(stderr, "usage: %s CASE (default, init_missing, init_abort, coll_timeout, coll_abort, coll_revoke, "
-          "large_timeout, net_timeout, net_revoke, net_abort, peer_gone, launch_busy)\n", argv[0]);
+          "queued_stop, large_timeout, net_timeout, net_revoke, net_abort, peer_gone, launch_busy)\n", argv[0]);
   return 2;
 }
