@@ -642,9 +642,15 @@ struct bootstrapState {
   struct bsEndpoint ep; /* under recvLock */
 };
 
+/* A flag of the calling thread's own (bootstrapSetCallAbort). */
+static __thread volatile uint32_t* bsCallAbort;
+
+void bootstrapSetCallAbort(volatile uint32_t* flag) { bsCallAbort = flag; }
+
 static int bsAborted(struct bootstrapState* s) {
   return (s->abortFlag && __atomic_load_n(s->abortFlag, __ATOMIC_ACQUIRE)) ||
-         __atomic_load_n(&s->localAbort, __ATOMIC_ACQUIRE);
+         __atomic_load_n(&s->localAbort, __ATOMIC_ACQUIRE) ||
+         (bsCallAbort && __atomic_load_n(bsCallAbort, __ATOMIC_ACQUIRE));
 }
 
 static const char* kindName(int kind) {

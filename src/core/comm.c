@@ -120,13 +120,14 @@ void anycclCommStopAndFree(struct ncclComm* comm) {
   anycclCommWaitRunning(comm);
   pthread_mutex_lock(&comm->lock);
   int queued = comm->inflight;
-  if (queued > 0) comm->orphaned = 1;
-  pthread_mutex_unlock(&comm->lock);
   if (queued > 0) {
+    /* logged first: once the lock is released the last plan may free comm */
     INFO(NCCL_INIT, "comm %p rank %d: %d plan(s) still queued on streams free the communicator when they run",
          (void*)comm, comm->rank, queued);
-    return;
+    comm->orphaned = 1;
   }
+  pthread_mutex_unlock(&comm->lock);
+  if (queued > 0) return;
   anycclCommFree(comm);
 }
 

@@ -446,6 +446,8 @@ static ncclResult_t splitRun(struct splitJob* job) {
   ncclResult_t res = ncclSuccess;
   ANYCCL_CALLOC(info, n);
   info[parent->rank] = (struct splitInfo){job->color, job->key, parent->rank};
+  /* aborting the new communicator ends its waits on the parent's bootstrap */
+  if (job->child) bootstrapSetCallAbort(&job->child->abortFlag);
   NCCLCHECKGOTO(bootstrapAllGather(parent->bootstrap, info, sizeof(*info)), res, out);
   int nNew = 0;
   struct splitInfo* members = malloc(n * sizeof(*members));
@@ -468,6 +470,7 @@ static ncclResult_t splitRun(struct splitJob* job) {
   }
   if (leader == parent->rank) NCCLCHECKGOTO(bootstrapGetUniqueId(&ids[parent->rank]), res, out);
   NCCLCHECKGOTO(bootstrapAllGather(parent->bootstrap, ids, sizeof(*ids)), res, out);
+  bootstrapSetCallAbort(NULL);
   if (job->child) {
     job->child->rank = newRank;
     job->child->nRanks = nNew;
@@ -476,6 +479,7 @@ static ncclResult_t splitRun(struct splitJob* job) {
     res = commSetup(job->child, &ids[leader]);
   }
 out:
+  bootstrapSetCallAbort(NULL);
   free(info);
   free(ids);
   return res;

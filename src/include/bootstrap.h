@@ -34,6 +34,10 @@ ncclResult_t bootstrapAllGather(struct bootstrapState* state, void* allData, int
 ncclResult_t bootstrapSend(struct bootstrapState* state, int peer, int tag, const void* data, int size);
 ncclResult_t bootstrapRecv(struct bootstrapState* state, int peer, int tag, void* data, int size);
 ncclResult_t bootstrapBarrier(struct bootstrapState* state, int tag);
+/* Until reset with NULL, the calling thread's bootstrap calls on any state
+ * also end when *flag is set (a split waits on its parent's bootstrap, and
+ * aborting the new communicator must end that wait). */
+void bootstrapSetCallAbort(volatile uint32_t* flag);
 /* Close sockets and free; Abort also makes blocked calls return. */
 ncclResult_t bootstrapClose(struct bootstrapState* state);
 ncclResult_t bootstrapAbort(struct bootstrapState* state);

@@ -162,6 +162,20 @@ static int caseInitAbort(void) {
   WITHIN("ncclCommAbort during a split", abortS, 0, 0.5);
   WITHIN("a split ended by abort", s.took, 0.2, 1.0);
   NCK(ncclCommAbort(comms[1]));
+
+  /* a nonblocking split waits for a peer that never splits: aborting the
+   * new communicator ends it */
+  NCK(ncclCommInitAll(comms, 2, NULL));
+  CUCK(cudaSetDevice(0));
+  ncclComm_t child = NULL;
+  r = ncclCommSplit(comms[0], 0, 0, &child, &cfg);
+  if (r != ncclInProgress || child == NULL) FAIL("nonblocking split returned %s, comm %p", ncclGetErrorString(r), (void*)child);
+  sleepMs(300);
+  t0 = nowS();
+  NCK(ncclCommAbort(child));
+  WITHIN("ncclCommAbort of a nonblocking split waiting for its peer", nowS() - t0, 0, 0.5);
+  NCK(ncclCommAbort(comms[0]));
+  NCK(ncclCommAbort(comms[1]));
   return 0;
 }
 
