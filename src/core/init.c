@@ -65,14 +65,23 @@ void anycclCommFree(struct ncclComm* comm) {
   free(comm);
 }
 
+/* The tail of a WARN about device counts: on the cpu backend the devices are
+ * anyccl-cpu's virtual ones, as many per host as ANYCCL_CPU_DEVICES says. */
+static const char* cpuDevicesHint(void) {
+  return anycclRt.kind == ANYCCL_BACKEND_CPU
+             ? " (anyccl-cpu: each host has ANYCCL_CPU_DEVICES virtual devices, default 8; set ANYCCL_CPU_DEVICES "
+               "to at least the ranks per host)"
+             : "";
+}
+
 static ncclResult_t checkDuplicateDevices(struct ncclComm* comm) {
   for (int i = 0; i < comm->nRanks; i++)
     for (int j = i + 1; j < comm->nRanks; j++) {
       struct anycclPeerInfo *a = &comm->peerInfo[i], *b = &comm->peerInfo[j];
       if (a->hostHash == b->hostHash && strcmp(a->busId, b->busId) == 0) {
         WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %s; give each rank of a host its "
-             "own device (cudaSetDevice before init)",
-             i, j, a->busId);
+             "own device (cudaSetDevice before init)%s",
+             i, j, a->busId, cpuDevicesHint());
         return ncclInvalidUsage;
       }
     }
@@ -253,7 +262,10 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   if (algo) {
     if (strcasecmp(algo, "Ring") == 0) comm->forceAlgo = ANYCCL_ALGO_RING;
     else if (strcasecmp(algo, "Direct") == 0 || strcasecmp(algo, "OneShot") == 0) comm->forceAlgo = ANYCCL_ALGO_DIRECT;
-    else if (r == 0) WARN("NCCL_ALGO=%s: unknown here (Ring, Direct); choosing automatically", algo);
+    else if (r == 0)
+      WARN("NCCL_ALGO=%s: not implemented in anyccl, which has Ring and Direct (one-shot) only; choosing "
+           "automatically",
+           algo);
   }
 
   if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
@@ -392,7 +404,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int
   for (int i = 0; i < ndev; i++) {
     int d = devlist ? devlist[i] : i;
     if (d < 0 || d >= count) {
-      WARN("ncclCommInitAll: device %d (entry %d) is out of range [0, %d)", d, i, count);
+      WARN("ncclCommInitAll: device %d (entry %d) is out of range [0, %d)%s", d, i, count, cpuDevicesHint());
       return ncclInvalidArgument;
     }
     for (int j = 0; j < i && devlist; j++)

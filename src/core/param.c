@@ -8,7 +8,7 @@
 #include "param.h"
 
 static const anycclParamInfo paramTable[PARAM_COUNT] = {
-#define ANYCCL_PARAM(id, name, type, deflt, help) {name, type, deflt, help},
+#define ANYCCL_PARAM(id, name, type, backend, deflt, help) {name, type, backend, deflt, help},
 #include "params.def"
 #undef ANYCCL_PARAM
 };
