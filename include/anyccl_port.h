@@ -187,7 +187,7 @@ ANYCCL_PORT_DEV uint64_t anycclPortNowNs(void) {
 }
 ANYCCL_PORT_DEV uint64_t anycclPortLoad(const volatile uint64_t* p) { return *p; }
 #else
-#define ANYCCL_PORT_BAD(fn, what, v, lim) anycclPortBadArgument(fn, what, v, lim)
+#define ANYCCL_PORT_BAD(fn, what, v, lim) ((void)anycclPortBadArgument(fn, what, v, lim), ncclInvalidArgument)
 ANYCCL_PORT_DEV uint64_t anycclPortLoad(const volatile uint64_t* p) {
   return __atomic_load_n((const uint64_t*)p, __ATOMIC_ACQUIRE);
 }
