@@ -15,7 +15,9 @@
  * Builds with a C compiler against anyccl-cpu (the rank's thread plays the
  * GPU thread), or with nvcc (-x cu) against the CUDA runtime: the same round
  * runs in a one-thread kernel. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -82,22 +84,30 @@ ROUND_FN int bidirRounds(struct anycclPortChannel ch, int rank, uint64_t bytes, 
   return anycclPortFlush(&ch);
 }
 
+/* A barrier of the pair through the channel's semaphores. */
+ROUND_FN int pairBarrierDev(struct anycclPortChannel ch) {
+  int r = anycclPortSignal(&ch);
+  return r != ncclSuccess ? r : anycclPortWait(&ch);
+}
+
+/* Run the rounds (iters > 0) or a barrier (iters == 0) as "device" code. */
 #if defined(__CUDACC__)
 __global__ void bidirKernel(struct anycclPortChannel ch, int rank, uint64_t bytes, int iters, int* result) {
-  if (threadIdx.x == 0 && blockIdx.x == 0) *result = bidirRounds(ch, rank, bytes, iters);
+  if (threadIdx.x == 0 && blockIdx.x == 0)
+    *result = iters > 0 ? bidirRounds(ch, rank, bytes, iters) : pairBarrierDev(ch);
 }
-static int runRounds(struct anycclPortChannel* ch, int rank, uint64_t bytes, int iters) {
+static ncclResult_t runRounds(struct anycclPortChannel* ch, int rank, uint64_t bytes, int iters) {
   int* res;
-  int h = -1;
+  int h = ncclUnhandledCudaError;
   if (cudaMallocManaged((void**)&res, sizeof(int), cudaMemAttachGlobal) != cudaSuccess) return ncclUnhandledCudaError;
   bidirKernel<<<1, 1>>>(*ch, rank, bytes, iters, res);
   if (cudaDeviceSynchronize() == cudaSuccess) h = *res;
   cudaFree(res);
-  return h;
+  return (ncclResult_t)h;
 }
 #else
-static int runRounds(struct anycclPortChannel* ch, int rank, uint64_t bytes, int iters) {
-  return bidirRounds(*ch, rank, bytes, iters);
+static ncclResult_t runRounds(struct anycclPortChannel* ch, int rank, uint64_t bytes, int iters) {
+  return (ncclResult_t)(iters > 0 ? bidirRounds(*ch, rank, bytes, iters) : pairBarrierDev(*ch));
 }
 #endif
 
@@ -118,11 +128,7 @@ static int itersFor(size_t bytes) {
   return bytes <= (1 << 20) ? 200 : 10;
 }
 
-/* A barrier of the pair through the channel's semaphores. */
-static void pairBarrier(struct anycclPortChannel* ch, int rank) {
-  CK(anycclPortSignal(ch));
-  CK(anycclPortWait(ch));
-}
+static void pairBarrier(struct anycclPortChannel* ch, int rank) { CK(runRounds(ch, rank, 0, 0)); }
 
 static void fill(char* host, size_t n, int rank, int round) {
   for (size_t i = 0; i < n; i += 4) {
@@ -133,7 +139,7 @@ static void fill(char* host, size_t n, int rank, int round) {
 
 static int runRank(ncclComm_t comm, int rank, int dev) {
   size_t maxBytes = kSizes[nSizes() - 1];
-  char *buf, *mA, *mB, *host = malloc(2 * maxBytes), *want = malloc(maxBytes);
+  char *buf, *mA, *mB, *host = (char*)malloc(2 * maxBytes), *want = (char*)malloc(maxBytes);
   if (!host || !want) return 1;
   CUCK(cudaSetDevice(dev));
   CUCK(cudaMalloc((void**)&buf, 2 * maxBytes));
@@ -208,7 +214,7 @@ static int runRank(ncclComm_t comm, int rank, int dev) {
 struct threadArg { ncclUniqueId id; int rank; int result; };
 
 static void* rankThread(void* p) {
-  struct threadArg* a = p;
+  struct threadArg* a = (struct threadArg*)p;
   int rank = a->rank;
   ncclComm_t comm;
   CUCK(cudaSetDevice(rank));
