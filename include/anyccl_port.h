@@ -343,7 +343,10 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortWait(const struct anycclPortChannel* ch) 
   if (ch == NULL || ch->magic != ANYCCL_PORT_MAGIC) return ANYCCL_PORT_BAD("anycclPortWait", "channel handle magic", ch ? ch->magic : 0, 0);
   return anycclSemaphoreWait(&ch->sem);
 }
-ANYCCL_PORT_DEV int anycclPortPoll(const struct anycclPortChannel* ch) { return anycclSemaphorePoll(&ch->sem); }
+ANYCCL_PORT_DEV int anycclPortPoll(const struct anycclPortChannel* ch) {
+  if (ch == NULL || ch->magic != ANYCCL_PORT_MAGIC) return (void)ANYCCL_PORT_BAD("anycclPortPoll", "channel handle magic", ch ? ch->magic : 0, 0), 0;
+  return anycclSemaphorePoll(&ch->sem);
+}
 
 /* ---- memory channel ------------------------------------------------------------ */
 ANYCCL_PORT_DEV ncclResult_t anycclMemChanCheck(const struct anycclMemoryChannel* ch, const char* fn, uint64_t dstOff,
@@ -406,7 +409,10 @@ ANYCCL_PORT_DEV ncclResult_t anycclMemChanWait(const struct anycclMemoryChannel*
   if (ch == NULL || ch->magic != ANYCCL_MEMCHAN_MAGIC) return ANYCCL_PORT_BAD("anycclMemChanWait", "channel handle magic", ch ? ch->magic : 0, 0);
   return anycclSemaphoreWait(&ch->sem);
 }
-ANYCCL_PORT_DEV int anycclMemChanPoll(const struct anycclMemoryChannel* ch) { return anycclSemaphorePoll(&ch->sem); }
+ANYCCL_PORT_DEV int anycclMemChanPoll(const struct anycclMemoryChannel* ch) {
+  if (ch == NULL || ch->magic != ANYCCL_MEMCHAN_MAGIC) return (void)ANYCCL_PORT_BAD("anycclMemChanPoll", "channel handle magic", ch ? ch->magic : 0, 0), 0;
+  return anycclSemaphorePoll(&ch->sem);
+}
 
 /* LL packets: 8-byte lines {4 data bytes, 4 flag bytes} written in one
  * store, so the reader needs no fence: a line is valid when its flag is the

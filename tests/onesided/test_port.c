@@ -86,9 +86,9 @@ static int caseFifo(struct ctx* c) {
     }
     usleep(100 * 1000);
     struct anycclPortShared* sh = p.ch.fifo.shared;
-    EXPECT(__atomic_load_n(p.ch.fifo.head, __ATOMIC_ACQUIRE) >= 8 && sh->tail == 0,
-           "before the proxy starts the FIFO fills and nothing is taken (head %llu tail %llu)",
-           (unsigned long long)*p.ch.fifo.head, (unsigned long long)sh->tail);
+    uint64_t head = __atomic_load_n(p.ch.fifo.head, __ATOMIC_ACQUIRE), tail = __atomic_load_n(&sh->tail, __ATOMIC_ACQUIRE);
+    EXPECT(head >= 8 && tail == 0, "before the proxy starts the FIFO fills and nothing is taken (head %llu tail %llu)",
+           (unsigned long long)head, (unsigned long long)tail);
     OK(anycclProxyServiceStart(p.svc));
     for (int i = 0; i < PRODUCERS; i++) {
       pthread_join(t[i], NULL);
@@ -96,8 +96,10 @@ static int caseFifo(struct ctx* c) {
     }
     OK(anycclPortSignal(&p.ch));
     OK(anycclPortFlush(&p.ch));
-    EXPECT(sh->tail == PRODUCERS * PER + 2 && sh->done == sh->tail, "tail %llu done %llu",
-           (unsigned long long)sh->tail, (unsigned long long)sh->done);
+    tail = __atomic_load_n(&sh->tail, __ATOMIC_ACQUIRE);
+    uint64_t done = __atomic_load_n(&sh->done, __ATOMIC_ACQUIRE);
+    EXPECT(tail == PRODUCERS * PER + 2 && done == tail, "tail %llu done %llu", (unsigned long long)tail,
+           (unsigned long long)done);
   } else {
     OK(anycclPortWait(&p.ch));
     uint64_t* d = (uint64_t*)p.buf;
@@ -139,6 +141,15 @@ static int caseMems(struct ctx* c) {
   enum { NM = 512, SLICE = 64 };
   struct pair p;
   if (pairSetup(c, &p, NM * SLICE, 0, 1)) return 1;
+  anycclMemoryId all[2];
+  OK(anycclMemoryAllGather(p.svc, p.local, all));
+  EXPECT(all[c->rank] == p.local && all[c->peer] != p.local, "all-gathered ids %d %d", all[0], all[1]);
+  if (c->rank == 0) { /* through the all-gathered id: the last word of the peer's buffer */
+    struct anycclPortChannel ch;
+    OK(anycclPortChannelCreate(p.svc, p.sem, all[1], p.local, &ch));
+    *(uint64_t*)(p.buf + NM * SLICE - 8) = pattern(7777, 9);
+    OK(anycclPortPut(&ch, NM * SLICE - 8, NM * SLICE - 8, 8));
+  }
   if (c->rank == 1) {
     for (int k = 0; k < NM; k++) {
       anycclMemoryId m;
@@ -150,6 +161,7 @@ static int caseMems(struct ctx* c) {
       uint64_t* d = (uint64_t*)(p.buf + k * SLICE);
       EXPECT(d[1] == pattern(k, 9) && d[0] == 0 && d[2] == 0, "memory %d: %llx", k, (unsigned long long)d[1]);
     }
+    EXPECT(*(uint64_t*)(p.buf + NM * SLICE - 8) == pattern(7777, 9), "put through the all-gathered memory");
   } else {
     uint64_t* s = (uint64_t*)p.buf;
     for (int k = 0; k < NM; k++) s[k] = pattern(k, 9);
