@@ -60,7 +60,7 @@ typedef struct anycclProxyService* anycclProxyService_t;
 struct anycclPortShared {
   uint64_t tail;          /* triggers taken by the proxy */
   uint32_t tailSleepers;
-  uint32_t spin;          /* polls before a host waiter sleeps */
+  uint32_t spin;          /* polls before a host waiter yields, then sleeps */
   char pad0[48];
   uint64_t done;          /* every trigger below this one is complete */
   uint32_t doneSleepers;

@@ -86,10 +86,13 @@ static ncclResult_t timedOut(const char* what, uint64_t timeoutNs, uint64_t have
   return ncclSystemError;
 }
 
+/* Host waiters yield the core while they poll for this long, then sleep
+ * (futex): a round trip through two proxies takes about 10-30 us. */
+#define SPIN_NS 50000ull
+
 PORT_API ncclResult_t anycclPortHostWaitCounter(const volatile uint64_t* counter, uint32_t* sleepers, uint64_t target,
                                                 struct anycclPortShared* sh, uint64_t timeoutNs, const char* what) {
-  uint32_t spin = sh ? sh->spin : 1000;
-  int yield = sh ? sh->yieldSpin : 0;
+  uint32_t spin = sh ? sh->spin : 64;
   uint64_t start = 0, lastCheck = 0;
   for (uint32_t i = 0;; i++) {
     uint64_t v = __atomic_load_n((const uint64_t*)counter, __ATOMIC_ACQUIRE);
@@ -97,14 +100,17 @@ PORT_API ncclResult_t anycclPortHostWaitCounter(const volatile uint64_t* counter
     uint32_t st = sh ? __atomic_load_n(&sh->state, __ATOMIC_ACQUIRE) : 0;
     if (st) return (ncclResult_t)st;
     /* the proxy thread that makes progress may need this core: poll
-     * briefly, then yield it while polling, then sleep */
+     * briefly, then yield it while polling (SPIN_NS at most), then sleep */
     if (i < spin) {
-      if (yield || i >= 64) sched_yield();
-      else cpuRelax();
+      cpuRelax();
       continue;
     }
     uint64_t t = nowNs();
     if (start == 0) start = t;
+    if (t - start < SPIN_NS) {
+      sched_yield();
+      continue;
+    }
     if (timeoutNs && t - start > timeoutNs) return timedOut(what, timeoutNs, v, target);
     if (sh) {
       ncclResult_t r = checkPeers(sh, &lastCheck);
@@ -471,7 +477,7 @@ PORT_API ncclResult_t anycclProxyServiceCreate(ncclComm_t comm, int fifoSize, an
     goto fail;
   }
   s->shared->wakeFd = s->efd;
-  s->shared->spin = comm->spinCount > 0 ? (uint32_t)comm->spinCount : 0;
+  s->shared->spin = comm->yieldSpin ? 0 : 64; /* polls before yielding: none when ranks outnumber cores */
   s->shared->yieldSpin = comm->yieldSpin;
   s->shared->owner = (uint64_t)(uintptr_t)s;
   s->index = serviceIndex(comm);
