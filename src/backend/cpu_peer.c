@@ -172,7 +172,7 @@ static void reduceBlocks(struct ncclComm* comm, struct anycclPhase* ph, int n, c
  * stores skip the read-for-ownership of every destination line (about a
  * third of the memory traffic of a copy). */
 #define STREAM_MIN_BYTES (1 << 20)
-void anycclCopyStreaming(char* dst, const char* src, size_t bytes) {
+static void copyRange(char* dst, const char* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
 #if defined(__x86_64__) && defined(__SSE2__)
   if (bytes >= STREAM_MIN_BYTES) {
@@ -223,23 +223,23 @@ static void peerWork(struct ncclComm* comm, struct anycclPhase* ph, char** ins, 
     case FUNC_ALLGATHER:
       for (int i = 0; i < n; i++) {
         int q = (r + i) % n;
-        anycclCopyStreaming(outs[r] + (size_t)q * count * es, ins[q], count * es);
+        copyRange(outs[r] + (size_t)q * count * es, ins[q], count * es);
       }
       break;
     case FUNC_BROADCAST:
-      anycclCopyStreaming(outs[r], ins[ph->root], count * es);
+      copyRange(outs[r], ins[ph->root], count * es);
       break;
     case FUNC_ALLTOALL:
       for (int i = 0; i < n; i++) {
         int q = (r + i) % n;
-        anycclCopyStreaming(outs[r] + (size_t)q * count * es, ins[q] + (size_t)r * count * es, count * es);
+        copyRange(outs[r] + (size_t)q * count * es, ins[q] + (size_t)r * count * es, count * es);
       }
       break;
     case FUNC_GATHER:
-      anycclCopyStreaming(outs[ph->root] + (size_t)r * count * es, ins[r], count * es);
+      copyRange(outs[ph->root] + (size_t)r * count * es, ins[r], count * es);
       break;
     case FUNC_SCATTER:
-      anycclCopyStreaming(outs[r], ins[ph->root] + (size_t)r * count * es, count * es);
+      copyRange(outs[r], ins[ph->root] + (size_t)r * count * es, count * es);
       break;
   }
 }

