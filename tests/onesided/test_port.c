@@ -430,7 +430,10 @@ int main(int argc, char** argv) {
   const char* mode = argv[1];
   int fails = 0;
   if (strcmp(mode, "threads") == 0) {
-    if (fn == caseDead) setenv("ANYCCL_PORT_TIMEOUT", "1", 1);
+    if (fn == caseDead) { /* the bound under test: 1 s */
+      unsetenv("ANYCCL_OP_TIMEOUT");
+      setenv("ANYCCL_PORT_TIMEOUT", "1", 1);
+    }
     ncclComm_t comms[2];
     if (ncclCommInitAll(comms, 2, NULL) != ncclSuccess) return 1;
     struct caseArg a[2];
@@ -443,7 +446,10 @@ int main(int argc, char** argv) {
     for (int r = 0; r < 2; r++) ncclCommDestroy(comms[r]);
     fails = a[0].result + a[1].result;
   } else {
-    if (fn == caseDead) setenv("ANYCCL_PORT_TIMEOUT", "10", 1);
+    if (fn == caseDead) {
+      unsetenv("ANYCCL_OP_TIMEOUT");
+      setenv("ANYCCL_PORT_TIMEOUT", "10", 1);
+    }
     ncclUniqueId id;
     if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
     char hex[2 * sizeof(id.internal) + 1];
