@@ -365,26 +365,6 @@ static void* proxyMain(void* arg) {
 
 /* ---- lifecycle --------------------------------------------------------------------- */
 
-static pthread_mutex_t indexLock = PTHREAD_MUTEX_INITIALIZER;
-static struct { struct ncclComm* comm; int count; } indexes[64];
-
-/* Services of one communicator are numbered in creation order (the same
- * order on every rank): the number keeps their bootstrap tags apart. */
-static int serviceIndex(struct ncclComm* comm) {
-  pthread_mutex_lock(&indexLock);
-  int i, free = -1;
-  for (i = 0; i < 64 && indexes[i].comm != comm; i++)
-    if (indexes[i].comm == NULL && free < 0) free = i;
-  if (i == 64) {
-    i = free >= 0 ? free : 0;
-    indexes[i].comm = comm;
-    indexes[i].count = 0;
-  }
-  int idx = indexes[i].count++;
-  pthread_mutex_unlock(&indexLock);
-  return idx;
-}
-
 static ncclResult_t allocShared(struct anycclProxyService* s) {
   size_t trigBytes = (size_t)s->fifoSize * 16;
   if (s->cuda) {
@@ -487,7 +467,9 @@ PORT_API ncclResult_t anycclProxyServiceCreate(ncclComm_t comm, int fifoSize, an
   s->shared->spin = comm->yieldSpin ? 0 : 64; /* polls before yielding: none when ranks outnumber cores */
   s->shared->yieldSpin = comm->yieldSpin;
   s->shared->owner = (uint64_t)(uintptr_t)s;
-  s->index = serviceIndex(comm);
+  /* services of a communicator are numbered in creation order (the same on
+   * every rank): the number keeps their bootstrap tags apart */
+  s->index = __atomic_fetch_add(&comm->portServices, 1, __ATOMIC_RELAXED);
   INFO(NCCL_INIT | NCCL_PROXY, "port: rank %d proxy service %d: FIFO of %u triggers, %d memories, %d semaphores",
        s->rank, s->index, s->fifoSize, s->maxMems, s->maxSems);
   *out = s;

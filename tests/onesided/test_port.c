@@ -1,6 +1,6 @@
 /* One-sided layer tests: test_port MODE CASE (MODE: threads, procs, hosts).
  * Every run has a hard alarm() bound. Cases: order, fifo, sems, mems, bad,
- * dead, memchan, host, custom, encode. */
+ * dead, memchan, host, custom, encode, two. */
 #define _GNU_SOURCE
 #include <sys/wait.h>
 #include "port_harness.h"
@@ -393,9 +393,49 @@ static int caseEncode(struct ctx* c) {
   return 0;
 }
 
+/* Two services on one communicator: their exchanges do not mix, even made
+ * in the opposite order of creation. */
+static int caseTwo(struct ctx* c) {
+  anycclProxyService_t sa, sb;
+  OK(anycclProxyServiceCreate(c->comm, 16, &sa));
+  OK(anycclProxyServiceCreate(c->comm, 16, &sb));
+  char *ba, *bb;
+  EXPECT(cudaMalloc((void**)&ba, 512) == cudaSuccess && cudaMalloc((void**)&bb, 256) == cudaSuccess, "cudaMalloc");
+  memset(ba, 0, 512);
+  memset(bb, c->rank + 1, 256);
+  anycclMemoryId la, lb, ra, rb;
+  anycclSemaphoreId semb;
+  OK(anycclRegisterMemory(sa, ba, 512, &la));
+  OK(anycclRegisterMemory(sb, bb, 256, &lb));
+  OK(anycclMemorySend(sb, lb, c->peer)); /* the second service first */
+  OK(anycclMemorySend(sa, la, c->peer));
+  OK(anycclMemoryRecv(sa, c->peer, &ra));
+  OK(anycclMemoryRecv(sb, c->peer, &rb));
+  OK(anycclSemaphoreCreate(sb, c->peer, &semb));
+  struct anycclPortChannel chb;
+  OK(anycclPortChannelCreate(sb, semb, rb, lb, &chb));
+  size_t szA = 0;
+  void* pa;
+  OK(anycclMemoryPointer(sa, ra, &pa, &szA));
+  EXPECT(chb.dstSize == 256 && szA == 512, "memories mixed between services (%llu, %zu bytes)",
+         (unsigned long long)chb.dstSize, szA);
+  OK(anycclProxyServiceStart(sb));
+  uint64_t mine = (uint64_t)c->rank * 128, theirs = (uint64_t)c->peer * 128;
+  OK(anycclPortPutWithSignal(&chb, mine, mine, 128)); /* my half to the same place in the peer's */
+  OK(anycclPortWait(&chb));
+  for (int i = 0; i < 128; i++)
+    EXPECT(bb[theirs + i] == c->peer + 1 && bb[mine + i] == c->rank + 1, "byte %d", i);
+  OK(anycclPortSignal(&chb)); /* the peer has read my half: done */
+  OK(anycclPortWait(&chb));
+  OK(anycclProxyServiceDestroy(sb));
+  OK(anycclProxyServiceDestroy(sa));
+  EXPECT(cudaFree(ba) == cudaSuccess && cudaFree(bb) == cudaSuccess, "cudaFree");
+  return 0;
+}
+
 static const struct { const char* name; caseFn fn; } kCases[] = {
   {"order", caseOrder}, {"fifo", caseFifo}, {"sems", caseSems}, {"mems", caseMems}, {"bad", caseBad},
-  {"dead", caseDead}, {"memchan", caseMemchan}, {"host", caseHost}, {"custom", caseCustom}, {"encode", caseEncode},
+  {"dead", caseDead}, {"memchan", caseMemchan}, {"host", caseHost}, {"custom", caseCustom}, {"encode", caseEncode}, {"two", caseTwo},
 };
 
 static caseFn findCase(const char* name) {
