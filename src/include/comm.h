@@ -145,6 +145,7 @@ struct ncclComm {
   struct anycclConn* cuNetConns; /* network connection ends (the proxy's view), pinned host FIFOs */
   int cuNetCount;
   char* cuNetStaging;            /* one pinned, device-mapped block: cuNetCount FIFOs */
+  int portServices;              /* one-sided proxy services made on it so far (src/onesided; atomic) */
 };
 
 /* Host-time profile of launches (ANYCCL_PROFILE_HOST=1; group.c). A
