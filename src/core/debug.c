@@ -55,6 +55,10 @@ void anycclDebugExpandPath(const char* pattern, const char* host, int pid, char*
     } else {
       path[j++] = pattern[i];
     }
+    /* snprintf returns what it would have written: a host name longer than
+     * the room left must not move j past the end (fuzz/corpus/params/
+     * crash-debugfile-overflow) */
+    if (j > (int)len - 1) j = (int)len - 1;
   }
   path[j] = '\0';
 }
