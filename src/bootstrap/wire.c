@@ -70,7 +70,11 @@ ncclResult_t bsParseRootReply(const void* bytes, size_t len, uint64_t magic, int
   }
   if (out->status != ncclSuccess) {
     snprintf(why, whyLen, "%s", out->msg);
-    return out->status > ncclSuccess && out->status < ncclNumResults ? (ncclResult_t)out->status : ncclRemoteError;
+    /* Not ncclInProgress: callers take that for success (NCCLCHECK) and
+     * would go on without a ring successor (fuzz/corpus/bootstrap/
+     * crash-reply-inprogress). */
+    int known = out->status > ncclSuccess && out->status < ncclNumResults && out->status != ncclInProgress;
+    return known ? (ncclResult_t)out->status : ncclRemoteError;
   }
   if (out->nranks != nranks) {
     snprintf(why, whyLen, "the root counts %d ranks, this rank %d", out->nranks, nranks);
