@@ -60,10 +60,12 @@ for t in "${targets[@]}"; do
     continue
   fi
   mkdir -p "$work/$t/new" "$work/$t/crash"
+  dict=()
+  if [[ -f fuzz/$t.dict ]]; then dict=(-dict="fuzz/$t.dict"); fi
   # -max_len: the seeds' largest, at least 4 KB; -timeout: one input may take 10 s;
   # -rss_limit_mb: one input may hold 2 GB.
   "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$work/$t/crash/" ${FUZZ_ARGS:-} "$work/$t/new" "fuzz/corpus/$t" >"$work/$t/log" 2>&1
+    -artifact_prefix="$work/$t/crash/" "${dict[@]}" ${FUZZ_ARGS:-} "$work/$t/new" "fuzz/corpus/$t" >"$work/$t/log" 2>&1
   rc=$?
   execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$work/$t/log" | tail -n 1)
   cov=$(grep -E '^#[0-9]+.*(cov|DONE)' "$work/$t/log" | tail -n 1 | sed -nE 's/.*cov: ([0-9]+) ft: ([0-9]+) corp: ([0-9]+).*/cov \1, ft \2, corpus \3/p')
