@@ -5,9 +5,12 @@
  *      barrier), read one after another as epReadConn does
  *   2  the root's answer to a hello
  *   3  an all-gather of listen addresses
+ *   4  the rank information all-gathered at init (struct anycclPeerInfo),
+ *      and the FIFO shape taken from rank 0's entry
  * The second byte is nranks - 1 (mod 64). The magic is FUZZ_BS_MAGIC. */
 #include <arpa/inet.h>
 #include "fuzz.h"
+#include "transport.h"
 #include "wire.h"
 
 #define FUZZ_BS_MAGIC 0x3130646c63796e61ULL /* "anyccld01" */
@@ -80,15 +83,38 @@ static void allGather(struct fuzzIn* in, int nranks) {
   free(addrs);
 }
 
+static void rankInfo(struct fuzzIn* in, int nranks) {
+  struct anycclPeerInfo* info = calloc(nranks, sizeof(*info));
+  FUZZ_CHECK(info != NULL);
+  fuzzTake(in, info, nranks * sizeof(*info));
+  char why[256] = "";
+  if (wireCheckPeerInfo(info, nranks, why, sizeof(why)) != ncclSuccess) {
+    FUZZ_CHECK(why[0] != '\0');
+  } else {
+    for (int i = 0; i < nranks; i++) {
+      FUZZ_CHECK(info[i].rank == i);
+      FUZZ_CHECK(strnlen(info[i].busId, sizeof(info[i].busId)) < sizeof(info[i].busId));
+      FUZZ_CHECK(strnlen(info[i].hostId, sizeof(info[i].hostId)) < sizeof(info[i].hostId));
+    }
+  }
+  int nslots;
+  size_t slotBytes;
+  wireFifoGeometry(info[0].nslots, info[0].slotBytes, &nslots, &slotBytes);
+  FUZZ_CHECK(nslots >= 2 && nslots <= ANYCCL_MAX_SLOTS && slotBytes >= 4096 && slotBytes % 64 == 0);
+  FUZZ_CHECK((size_t)nslots * slotBytes <= ANYCCL_MAX_BUFFSIZE);
+  free(info);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   struct fuzzIn in = {data, size};
-  int mode = fuzzByte(&in) % 4;
+  int mode = fuzzByte(&in) % 5;
   int nranks = 1 + fuzzByte(&in) % 64;
   switch (mode) {
   case 0: port(&in, 1, nranks); break;
   case 1: port(&in, 0, nranks); break;
   case 2: rootReply(&in, nranks); break;
-  default: allGather(&in, nranks); break;
+  case 3: allGather(&in, nranks); break;
+  default: rankInfo(&in, nranks); break;
   }
   return 0;
 }

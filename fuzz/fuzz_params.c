@@ -2,12 +2,15 @@
  *   0  an integer parameter's text (anycclParamParseInt: ANYCCL_*, NCCL_*)
  *   1  NCCL_SOCKET_IFNAME: an interface name, a NUL, then the spec
  *   2  NCCL_DEBUG_SUBSYS
- *   3  NCCL_DEBUG_FILE: a host name, a NUL, then the pattern (%h, %p) */
+ *   3  NCCL_DEBUG_FILE: a host name, a NUL, then the pattern (%h, %p)
+ *   4  ANYCCL_NSLOTS, a NUL, NCCL_BUFFSIZE: the FIFO shape init makes of them */
 #include <errno.h>
 #include "debug.h"
 #include "fuzz.h"
 #include "param.h"
 #include "socket.h"
+#include "transport.h"
+#include "wire.h"
 
 static void integer(struct fuzzIn* in) {
   char text[256];
@@ -63,13 +66,28 @@ static void debugFile(struct fuzzIn* in) {
   free(path);
 }
 
+static void fifo(struct fuzzIn* in) {
+  char a[64], b[64];
+  fuzzString(in, a, sizeof(a));
+  fuzzString(in, b, sizeof(b));
+  int64_t nslots = 8, buff = 1048576; /* the defaults */
+  anycclParamParseInt(a, &nslots);
+  anycclParamParseInt(b, &buff);
+  int k;
+  size_t slotBytes;
+  wireFifoGeometry((int)nslots, (size_t)buff, &k, &slotBytes); /* as init.c converts them */
+  FUZZ_CHECK(k >= 2 && k <= ANYCCL_MAX_SLOTS && slotBytes >= 4096 && slotBytes % 64 == 0);
+  FUZZ_CHECK((size_t)k * slotBytes <= ANYCCL_MAX_BUFFSIZE);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   struct fuzzIn in = {data, size};
-  switch (fuzzByte(&in) % 4) {
+  switch (fuzzByte(&in) % 5) {
   case 0: integer(&in); break;
   case 1: ifName(&in); break;
   case 2: subsys(&in); break;
-  default: debugFile(&in); break;
+  case 3: debugFile(&in); break;
+  default: fifo(&in); break;
   }
   return 0;
 }

@@ -43,6 +43,17 @@ write("bootstrap", "reply-refused", bytes([2, 3]) + refuse.ljust(248, b"\0"))
 write("bootstrap", "reply-unterminated", bytes([2, 3]) + (struct.pack("<Qii", BS_MAGIC, 3, 4) + b"\0" * 28 + b"A" * 200).ljust(248, b"B"))
 write("bootstrap", "allgather", bytes([3, 3]) + v4("10.0.0.1", 1) + v6("::1", 2) + v4("127.0.0.1", 0) + b"\xff" * 28)
 
+# bootstrap 4: rank info (struct anycclPeerInfo, 248 bytes on x86-64): rank, cudaDev, pid, pad,
+# hostHash, processToken, busId[32], hostId[64], maxChannels, nslots, slotBytes, segFd, pad, segSize,
+# segLocal, devSeg, devSegSize, devIpc[64]
+def peer(rank, bus, nslots=8, buff=1 << 20):
+    b = struct.pack("<iiiiQQ", rank, rank, 1000 + rank, 0, 0x1234, 0x99) + bus.ljust(32, b"\0") + b"".ljust(64, b"\0")
+    b += struct.pack("<iiQiiQQQQ", 2, nslots, buff, 3, 0, 1 << 24, 0, 0, 0) + b"\0" * 64
+    return b
+write("bootstrap", "rankinfo", bytes([4, 1]) + peer(0, b"0000:17:00.0") + peer(1, b"0000:18:00.0"))
+write("bootstrap", "rankinfo-huge-buff", bytes([4, 0]) + peer(0, b"0000:17:00.0", 64, (1 << 64) - 1))
+write("bootstrap", "rankinfo-unterminated", bytes([4, 0]) + peer(0, b"X" * 32))
+
 # uniqueid: 0 = id bytes, 1 = NCCL_COMM_ID text
 write("uniqueid", "id-v4", b"\0" + (struct.pack("<Q", 0x1234) + v4("192.168.1.5", 29500)).ljust(128, b"\0"))
 write("uniqueid", "id-v6", b"\0" + (struct.pack("<Q", 0x1234) + v6("fe80::1", 29501, 2)).ljust(128, b"\0"))
@@ -107,4 +118,7 @@ for i, (n, s) in enumerate([(b"eth0", b"eth,ib"), (b"ib0", b"^docker,lo"), (b"et
 for i, s in enumerate([b"INIT,NET", b"^COLL", b"ALL", b"init,,bogus"]):
     write("params", "subsys-%d" % i, b"\2" + s)
 write("params", "debugfile", b"\3" + b"node-7.cluster\0" + b"/tmp/nccl.%h.%p.log")
+write("params", "fifo", b"\4" + b"8\0" + b"4194304")
+write("params", "fifo-negative", b"\4" + b"-3\0" + b"-1")
+write("params", "fifo-huge", b"\4" + b"0x100000010\0" + b"0x7fffffffffffffff")
 write("params", "debugfile-pct", b"\3" + b"h\0" + b"%%h%p%")

@@ -1,6 +1,7 @@
 /* Checks of the bootstrap's wire bytes (see wire.h): pure functions, no I/O,
  * no logging; the callers in bootstrap.c WARN with the reason given here. */
 #include "wire.h"
+#include "transport.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -102,4 +103,28 @@ ncclResult_t bsParseUniqueId(const void* bytes, size_t len, struct bsHandle* out
   }
   *out = h;
   return ncclSuccess;
+}
+
+ncclResult_t wireCheckPeerInfo(const struct anycclPeerInfo* info, int n, char* why, size_t whyLen) {
+  for (int i = 0; i < n; i++) {
+    const struct anycclPeerInfo* p = &info[i];
+    if (p->rank != i) {
+      snprintf(why, whyLen, "entry %d says it is rank %d", i, p->rank);
+      return ncclRemoteError;
+    }
+    if (memchr(p->busId, '\0', sizeof(p->busId)) == NULL || memchr(p->hostId, '\0', sizeof(p->hostId)) == NULL) {
+      snprintf(why, whyLen, "rank %d's bus id or host id is not a terminated string", i);
+      return ncclRemoteError;
+    }
+  }
+  return ncclSuccess;
+}
+
+void wireFifoGeometry(int nslotsIn, size_t buffIn, int* nslots, size_t* slotBytes) {
+  int k = nslotsIn < 2 ? 2 : nslotsIn > ANYCCL_MAX_SLOTS ? ANYCCL_MAX_SLOTS : nslotsIn;
+  size_t buff = buffIn;
+  if (buff < (size_t)k * 4096) buff = (size_t)k * 4096;
+  if (buff > ANYCCL_MAX_BUFFSIZE) buff = ANYCCL_MAX_BUFFSIZE;
+  *nslots = k;
+  *slotBytes = buff / k / 64 * 64;
 }

@@ -67,6 +67,16 @@ ncclResult_t bsParseRootReply(const void* bytes, size_t len, uint64_t magic, int
  * holds a root address (IPv4/IPv6 with a port). */
 ncclResult_t bsParseUniqueId(const void* bytes, size_t len, struct bsHandle* out, char* why, size_t whyLen);
 
+/* ---- rank info (all-gathered at init) ----------------------------------- */
+struct anycclPeerInfo;
+#define ANYCCL_MAX_BUFFSIZE ((size_t)1 << 30) /* bytes of one connection's FIFO, at most */
+/* Entry i says rank i, and its bus id and host id are terminated strings. */
+ncclResult_t wireCheckPeerInfo(const struct anycclPeerInfo* info, int n, char* why, size_t whyLen);
+/* The FIFO shape every rank takes from rank 0's ANYCCL_NSLOTS and
+ * NCCL_BUFFSIZE: nslots in 2..ANYCCL_MAX_SLOTS; slotBytes a multiple of 64,
+ * at least 4096, and nslots * slotBytes <= ANYCCL_MAX_BUFFSIZE. */
+void wireFifoGeometry(int nslotsIn, size_t buffIn, int* nslots, size_t* slotBytes);
+
 /* ---- network transport (sockets) ----------------------------------------- */
 #define NET_MAGIC 0x616e796e65744e31ULL /* "anynetN1" */
 #define NET_MAX_SOCKS 64

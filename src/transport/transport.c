@@ -169,7 +169,7 @@ ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
   me->segFd = comm->segment->fd;
   me->segSize = comm->segment->size;
   me->segLocal = comm->segment;
-  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+  NCCLCHECK(anycclPeerInfoExchange(comm));
 
   ANYCCL_CALLOC(comm->peerMaps, n);
   ANYCCL_CALLOC(comm->peerTransport, n);
