@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the libFuzzer harnesses (clang, address + undefined sanitizers) and run
 # each for a bounded time, starting from the committed corpus in
-# fuzz/corpus/<target>. New inputs go to a scratch directory, not the corpus.
+# fuzz/corpus/<target> (and the dictionary fuzz/<target>.dict when there is one).
+# New inputs go to a scratch directory, not the corpus.
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 s each, every target
 #
