@@ -299,7 +299,7 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   me->devSeg = comm->devSeg;
   me->devSegSize = comm->devSegSize;
   ACUCHECK(acuIpcGetMemHandle(&me->devIpc, comm->devSeg));
-  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+  NCCLCHECK(anycclPeerInfoExchange(comm));
 
   ANYCCL_CALLOC(comm->devPeerBase, n);
   ANYCCL_CALLOC(comm->devPeerIpc, n);

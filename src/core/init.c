@@ -14,6 +14,7 @@
 #include "param.h"
 #include "rt.h"
 #include "topo.h"
+#include "wire.h"
 
 /* ---- host and process identity ------------------------------------------- */
 /* The host hash follows NCCL_HOSTID (else host name + boot id): one formula,
@@ -163,6 +164,16 @@ out:
   return res;
 }
 
+ncclResult_t anycclPeerInfoExchange(struct ncclComm* comm) {
+  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+  char why[160];
+  if (wireCheckPeerInfo(comm->peerInfo, comm->nRanks, why, sizeof(why)) != ncclSuccess) {
+    WARN("Init: rank %d received corrupt rank information: %s", comm->rank, why);
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   int n = comm->nRanks, r = comm->rank;
   NCCLCHECK(anycclRtInit());
@@ -191,17 +202,14 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
     if (getenv("NCCL_MAX_NCHANNELS") == NULL) me->maxChannels = (int)anycclParamInt(PARAM_CUDA_NCHANNELS);
     if (getenv("NCCL_BUFFSIZE") == NULL) me->slotBytes = (size_t)anycclParamInt(PARAM_CUDA_BUFFSIZE);
   }
-  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+  if (r == 0 && me->slotBytes > ANYCCL_MAX_BUFFSIZE) /* negative counts as huge */
+    WARN("NCCL_BUFFSIZE (ANYCCL_CUDA_BUFFSIZE for GPUs) is %lld bytes; set at most %zu: using %zu",
+         (long long)me->slotBytes, ANYCCL_MAX_BUFFSIZE, ANYCCL_MAX_BUFFSIZE);
+  NCCLCHECK(anycclPeerInfoExchange(comm));
   NCCLCHECK(checkDuplicateDevices(comm));
 
   /* Geometry agreed by all: rank 0's FIFO shape, the smallest channel cap. */
-  int nslots = comm->peerInfo[0].nslots;
-  if (nslots < 2) nslots = 2;
-  if (nslots > ANYCCL_MAX_SLOTS) nslots = ANYCCL_MAX_SLOTS;
-  size_t buff = comm->peerInfo[0].slotBytes;
-  if (buff < (size_t)nslots * 4096) buff = (size_t)nslots * 4096;
-  comm->nslots = nslots;
-  comm->slotBytes = buff / nslots / 64 * 64;
+  wireFifoGeometry(comm->peerInfo[0].nslots, comm->peerInfo[0].slotBytes, &comm->nslots, &comm->slotBytes);
   int nch = ANYCCL_MAX_CHANNELS;
   for (int i = 0; i < n; i++)
     if (comm->peerInfo[i].maxChannels < nch) nch = comm->peerInfo[i].maxChannels;
@@ -461,6 +469,13 @@ static ncclResult_t splitRun(struct splitJob* job) {
   /* aborting the new communicator ends its waits on the parent's bootstrap */
   if (job->child) bootstrapSetCallAbort(&job->child->abortFlag);
   NCCLCHECKGOTO(bootstrapAllGather(parent->bootstrap, info, sizeof(*info)), res, out);
+  for (int i = 0; i < n; i++)
+    if (info[i].rank != i) { /* it picks the leader: an index into ids[] */
+      WARN("ncclCommSplit: rank %d received corrupt split information from rank %d (says rank %d)", parent->rank,
+           i, info[i].rank);
+      res = ncclRemoteError;
+      goto out;
+    }
   int nNew = 0;
   struct splitInfo* members = malloc(n * sizeof(*members));
   if (members == NULL) {

@@ -195,6 +195,9 @@ void anycclCommFree(struct ncclComm* comm);
 void anycclCommSetError(struct ncclComm* comm, ncclResult_t err);
 /* Init finished with res: success only if no error arrived meanwhile. */
 void anycclCommInitDone(struct ncclComm* comm, ncclResult_t res);
+/* All-gather comm->peerInfo (this rank's entry filled in) and check what the
+ * peers sent (wireCheckPeerInfo): ncclRemoteError, with a WARN, if corrupt. */
+ncclResult_t anycclPeerInfoExchange(struct ncclComm* comm);
 
 /* Groups and enqueue (group.c / enqueue.c) */
 ncclResult_t anycclEnqueue(struct ncclComm* comm, const struct anycclTask* task);

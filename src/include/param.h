@@ -29,6 +29,9 @@ typedef struct {
 int64_t anycclParamInt(anycclParamId id);
 /* String value, or NULL when unset and the default is "". */
 const char* anycclParamStr(anycclParamId id);
+/* An integer parameter's text (strtoll base 0: decimal, 0x hex, 0 octal;
+ * trailing blanks allowed): 0 and *out, or -1. */
+int anycclParamParseInt(const char* s, int64_t* out);
 /* Table access for anyccl-info. */
 const anycclParamInfo* anycclParamTable(int* count);
 /* The value as text, as in effect now ("" if unset). */
