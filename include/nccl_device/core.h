@@ -236,6 +236,9 @@ NCCL_HOST_DEVICE_INLINE int ncclTeamRankToLsa(ncclDevComm const& c, ncclTeam t, 
 }
 #endif
 
+/* codes in errFlag (the cuda backend's error word; ncclCommGetAsyncError) */
+enum { ANYCCL_DEV_ERR_TIMEOUT = 16, ANYCCL_DEV_ERR_UNREACHABLE = 17 };
+
 /* ---- windows and pointers (device) --------------------------------------- */
 #if defined(__CUDACC__)
 NCCL_DEVICE_INLINE char* anycclWinLsaBase(ncclWindow_t w, int lsaPeer) {
@@ -281,7 +284,6 @@ NCCL_DEVICE_INLINE void* ncclGetResourceBufferLsaMultimemPointer(ncclDevComm con
 }
 
 /* ---- bounded device waits ----------------------------------------------- */
-enum { ANYCCL_DEV_ERR_TIMEOUT = 2, ANYCCL_DEV_ERR_UNREACHABLE = 3, ANYCCL_DEV_ERR_ABORT = 4 };
 
 NCCL_DEVICE_INLINE uint64_t anycclDevNow() {
   uint64_t t;
