@@ -24,6 +24,9 @@
 #include "rt.h"
 #include "nccl_device/core.h"
 
+/* src/cuda/devcomm.cu (weak: absent from builds without the cuda backend) */
+__attribute__((weak)) int acuMemGetAddressRange(const void* p, void** base, size_t* size);
+
 #define WIN_MAGIC 0x616e79636357696eULL
 #define DEV_MAGIC 0x616e796363446576ULL
 

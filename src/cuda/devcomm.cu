@@ -4,7 +4,7 @@
  * run time (libnccl links no libcuda). */
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include "cuda_exec.h"
+/* declared where used: backend/cuda_devcomm.c */
 
 extern "C" {
 

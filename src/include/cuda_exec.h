@@ -183,8 +183,6 @@ ACU_FN int acuEnablePeer(int dev, int peerDev);                     /* 0 or alre
 ACU_FN int acuCanAccessPeer(int dev, int peerDev);
 ACU_FN int acuDeviceSynchronize(void);
 ACU_FN int acuPointerIsDevice(const void* p, int* dev);             /* 1 if device/managed memory */
-/* ---- device API (src/cuda/devcomm.cu) ----------------------------------- */
-ACU_FN int acuMemGetAddressRange(const void* p, void** base, size_t* size); /* the allocation holding p */
 
 /* ---- executor (src/cuda/exec.cu) ---------------------------------------- */
 /* Launch one phase blob on `stream` with `grid` blocks; returns a CUDA error. */
