@@ -1,0 +1,214 @@
+#!/bin/bash
+# The NCCL 2.28 device API on GPUs: nccl-tests 2.19.x (unmodified) built
+# against anyccl's nccl.h + nccl_device.h with NVIDIA's NCCL headers hidden,
+# its device-API kernels run against anyccl's libnccl, and `import torch`
+# with anyccl's libnccl in place of the nvidia-nccl wheel's.
+#
+#   NCCL_TESTS_SRC=/path/to/nccl-tests (tag v2.19.6)  bash tests/gpu/devapi.sh
+#
+# Steps (each logged to $OUT/devapi.log, a PASS/FAIL line per step in $OUT/devapi-summary.txt):
+#  1. anyccl: cmake -S . -B $BUILD_DIR (CUDA on), build, install into $PREFIX
+#     (SKIP_BUILD=1: $PREFIX already holds an install).
+#  2. nccl-tests: all_reduce_perf and alltoall_perf, `make NCCL_HOME=$PREFIX`, for
+#     sm_90 (NVCC_GENCODE to change), inside a private mount namespace where
+#     every other nccl.h / nccl_device.h (CUDA toolkit, /usr/include, the
+#     nvidia-nccl wheel) is hidden; `nvcc -M` shows which headers were read
+#     and the step fails if any NCCL header came from outside $PREFIX/include.
+#     (SKIP_NT_BUILD=1: use the binaries already in $NT_BUILD.)
+#  3. runs, each under `timeout`, with LD_LIBRARY_PATH=$PREFIX/lib (ldd checked):
+#     all_reduce_perf -R 2 -D 1 and -D 2; alltoall_perf -R 2 -D 1, 2, 3, 4;
+#     each with -c 1 -b 8 -e $MAXBYTES -f 4 -g G for G in 2 and 4 (those the host has).
+#     A run FAILs on a non-zero exit (nccl-tests exits 1 on wrong data), a timeout,
+#     'Out of bounds values : N FAILED' or no result lines.
+#  4. python3 -c 'import torch' with LD_PRELOAD=$PREFIX/lib/libnccl.so.2 and the
+#     wheel's lib dir on LD_LIBRARY_PATH behind ours; the step checks (via
+#     /proc/self/maps) that the libnccl.so.2 torch got is anyccl's.
+# Exit status 0 when every step passed.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-$ROOT/gpu-out}
+BUILD_DIR=${BUILD_DIR:-$ROOT/build-gpu}
+PREFIX=${PREFIX:-$BUILD_DIR/prefix}
+NCCL_TESTS_SRC=${NCCL_TESTS_SRC:-$ROOT/third_party/nccl-tests}
+NT_BUILD=${NT_BUILD:-$BUILD_DIR/nt-devapi}
+NVCC_GENCODE=${NVCC_GENCODE:--gencode=arch=compute_90,code=sm_90}
+MAXBYTES=${MAXBYTES:-32M}
+RUN_TIMEOUT=${RUN_TIMEOUT:-120}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mkdir -p "$OUT"
+LOG=$OUT/devapi.log
+SUM=$OUT/devapi-summary.txt
+: >"$LOG"
+: >"$SUM"
+fails=0
+say() { echo "$*" | tee -a "$LOG"; }
+result() { # name status detail
+  printf '%-40s %s %s\n' "$1" "$2" "${3:-}" | tee -a "$SUM" "$LOG"
+  [ "$2" = PASS ] || [ "$2" = SKIP ] || fails=$((fails + 1))
+}
+
+# ---- 1. anyccl ---------------------------------------------------------------
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  say "== building anyccl into $PREFIX"
+  if cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+       -DANYCCL_CUDA_ARCHS="90-real" >>"$LOG" 2>&1 &&
+     cmake --build "$BUILD_DIR" -j"$(nproc)" --target nccl anyccl-cpu >>"$LOG" 2>&1 &&
+     cmake --install "$BUILD_DIR" >>"$LOG" 2>&1; then
+    result build-anyccl PASS
+  else
+    result build-anyccl FAIL "(see $LOG)"
+  fi
+fi
+LIB=$PREFIX/lib/libnccl.so.2
+[ -e "$LIB" ] || LIB=$(ls "$PREFIX"/lib*/libnccl.so.2 2>/dev/null | head -1)
+if [ ! -e "$LIB" ] || [ ! -e "$PREFIX/include/nccl_device.h" ]; then
+  result install FAIL "no libnccl.so.2 or nccl_device.h under $PREFIX"
+  exit 1
+fi
+LIBDIR=$(dirname "$LIB")
+[ -e "$PREFIX/lib/libnccl.so" ] || ln -sf "$LIB" "$PREFIX/lib/libnccl.so" 2>/dev/null
+
+# ---- 2. nccl-tests against anyccl's headers only -------------------------------
+# Every NCCL header outside $PREFIX that a compiler could find.
+nvidia_headers() {
+  local dirs="/usr/include /usr/local/include $CUDA_HOME/include $CUDA_HOME/targets/*/include /usr/local/cuda*/include"
+  local wheel
+  wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "include"))' 2>/dev/null)
+  [ -n "$wheel" ] && dirs="$dirs $wheel"
+  for d in $dirs; do
+    [ -d "$d" ] || continue
+    find "$d" -maxdepth 1 \( -name nccl.h -o -name nccl_device.h -o -name nccl_net.h -o -name nccl_device \) 2>/dev/null
+  done | sort -u
+}
+HIDE=$OUT/hide-nccl-headers.sh
+cat >"$HIDE" <<'EOS'
+#!/bin/sh
+# hide-nccl-headers.sh LIST CMD...: bind /dev/null over each header and an
+# empty directory over each nccl_device/ named in LIST, then run CMD (call
+# it inside `unshare -m`, so the mounts are this command's alone).
+list=$1; shift
+empty=$(mktemp -d)
+while read -r p; do
+  [ -n "$p" ] || continue
+  if [ -d "$p" ]; then mount --bind "$empty" "$p"; else mount --bind /dev/null "$p"; fi || exit 97
+done <"$list"
+exec "$@"
+EOS
+chmod +x "$HIDE"
+nvidia_headers >"$OUT/nvidia-headers.txt"
+say "== NVIDIA NCCL headers on this host (hidden while nccl-tests builds):"
+cat "$OUT/nvidia-headers.txt" | tee -a "$LOG"
+isolated() { # run "$@" with those headers hidden
+  if [ ! -s "$OUT/nvidia-headers.txt" ]; then "$@"
+  elif [ "$(id -u)" = 0 ]; then unshare -m "$HIDE" "$OUT/nvidia-headers.txt" "$@"
+  else unshare -m --map-root-user "$HIDE" "$OUT/nvidia-headers.txt" "$@"
+  fi
+}
+
+if [ "${SKIP_NT_BUILD:-0}" != 1 ]; then
+  say "== building nccl-tests ($NCCL_TESTS_SRC) against $PREFIX"
+  if [ ! -f "$NCCL_TESTS_SRC/src/alltoall.cu" ]; then
+    result build-nccl-tests FAIL "no nccl-tests at $NCCL_TESTS_SRC (check out NVIDIA/nccl-tests v2.19.6 there)"
+  else
+    (cd "$NCCL_TESTS_SRC" && git describe --tags 2>/dev/null) | sed 's/^/nccl-tests version: /' | tee -a "$LOG"
+    mkdir -p "$NT_BUILD"
+    # Which headers does all_reduce.cu read? Only anyccl's may be NCCL's.
+    isolated "$CUDA_HOME/bin/nvcc" -std=c++17 -DNCCL_OS_LINUX -I"$PREFIX/include" -I"$NCCL_TESTS_SRC/os" \
+      -M "$NCCL_TESTS_SRC/src/all_reduce.cu" >"$OUT/nccl-tests-deps.txt" 2>>"$LOG"
+    tr ' ' '\n' <"$OUT/nccl-tests-deps.txt" | grep -E '(^|/)nccl(_device)?(\.h|/)' >"$OUT/nccl-headers-read.txt"
+    say "NCCL headers all_reduce.cu reads:"
+    tee -a "$LOG" <"$OUT/nccl-headers-read.txt"
+    foreign=$(grep -v "^$PREFIX/include/" "$OUT/nccl-headers-read.txt" | grep -v '^$' || true)
+    if [ ! -s "$OUT/nccl-headers-read.txt" ] || [ -n "$foreign" ]; then
+      result headers-are-anyccls FAIL "$foreign"
+    else
+      result headers-are-anyccls PASS "($(wc -l <"$OUT/nccl-headers-read.txt") headers, all under $PREFIX/include)"
+    fi
+    if isolated make -C "$NCCL_TESTS_SRC/src" -j"$(nproc)" MPI=0 NCCL_HOME="$PREFIX" CUDA_HOME="$CUDA_HOME" \
+         NVCC_GENCODE="$NVCC_GENCODE" BUILDDIR="$NT_BUILD" os.build "$NT_BUILD/all_reduce_perf" \
+         "$NT_BUILD/alltoall_perf" >>"$LOG" 2>&1; then
+      result build-nccl-tests PASS
+    else
+      result build-nccl-tests FAIL "(see $LOG)"
+    fi
+  fi
+fi
+
+# ---- 3. runs -------------------------------------------------------------------
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+say "== $NGPU GPUs"
+nvidia-smi topo -m >>"$LOG" 2>&1
+run_one() { # name binary args...
+  local name=$1 bin=$2
+  shift 2
+  local f=$OUT/run-$name.log
+  if [ ! -x "$bin" ]; then
+    result "$name" FAIL "no binary $bin"
+    return
+  fi
+  if ! LD_LIBRARY_PATH="$LIBDIR" ldd "$bin" | grep -q "libnccl.so.2 => $LIBDIR/"; then
+    result "$name" FAIL "ldd: libnccl.so.2 does not resolve to $LIBDIR"
+    return
+  fi
+  LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" NCCL_DEBUG=WARN \
+    timeout -k 5 "$RUN_TIMEOUT" "$bin" "$@" >"$f" 2>&1
+  local rc=$? lines bad
+  lines=$(grep -cE '^ +[0-9]+ +[0-9]+ ' "$f")
+  bad=$(grep -E "Out of bounds values : [1-9]" "$f" || true) # nccl-tests also exits 1 then
+  {
+    echo "---- $name: $bin $*  (rc $rc)"
+    head -c 20000 "$f"
+  } >>"$LOG"
+  if [ $rc = 124 ] || [ $rc = 137 ]; then result "$name" FAIL "timeout ${RUN_TIMEOUT}s"
+  elif [ $rc != 0 ]; then result "$name" FAIL "exit $rc: $(grep -m1 -iE 'warn|fail|error' "$f")"
+  elif [ "$lines" = 0 ]; then result "$name" FAIL "no result lines"
+  elif [ -n "$bad" ]; then result "$name" FAIL "$bad"
+  else result "$name" PASS "($lines sizes; $(grep -m1 'Avg bus bandwidth' "$f" | sed 's/^# *//'))"
+  fi
+}
+for g in 2 4; do
+  if [ "$NGPU" -lt $g ]; then
+    result "runs with -g $g" SKIP "(host has $NGPU GPUs)"
+    continue
+  fi
+  common="-c 1 -b 8 -e $MAXBYTES -f 4 -n 5 -w 2 -g $g -R 2"
+  for d in 1 2; do run_one "all_reduce_D$d-g$g" "$NT_BUILD/all_reduce_perf" $common -D $d; done
+  for d in 1 2 3 4; do run_one "alltoall_D$d-g$g" "$NT_BUILD/alltoall_perf" $common -D $d; done
+  run_one "all_reduce_D0-g$g" "$NT_BUILD/all_reduce_perf" $common -D 0
+done
+
+# ---- 4. import torch -------------------------------------------------------------
+WHEEL_LIB=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+say "== torch with $LIB (nvidia.nccl lib dir: ${WHEEL_LIB:-none})"
+cat >"$OUT/torch_nccl.py" <<'EOS'
+import os, sys
+import torch
+maps = open("/proc/self/maps").read().split("\n")
+ncc = sorted({l.split()[-1] for l in maps if "libnccl.so" in l})
+print("torch", torch.__version__, "libnccl mapped:", ncc)
+want = os.path.realpath(sys.argv[1])
+if not ncc or any(os.path.realpath(p) != want for p in ncc):
+    print("FAIL: torch did not get anyccl's libnccl.so.2 alone"); sys.exit(1)
+print("nccl version torch sees:", torch.cuda.nccl.version())
+EOS
+TORCH_CUDA=$(python3 -c 'import os, importlib.util as u; print(os.path.join(os.path.dirname(u.find_spec("torch").origin), "lib", "libtorch_cuda.so"))' 2>/dev/null)
+if [ -n "$TORCH_CUDA" ] && [ -e "$TORCH_CUDA" ]; then
+  nm -D --undefined-only "$TORCH_CUDA" | awk '{print $NF}' | grep -E '^p?nccl' | sed 's/@.*//' | sort -u >"$OUT/torch-nccl-imports.txt"
+  nm -D --defined-only "$LIB" | awk '{print $NF}' | sort -u >"$OUT/anyccl-exports.txt"
+  missing=$(comm -23 "$OUT/torch-nccl-imports.txt" "$OUT/anyccl-exports.txt" | tr '\n' ' ')
+  if [ -z "$missing" ]; then result torch-nccl-symbols PASS "($(wc -l <"$OUT/torch-nccl-imports.txt") nccl symbols libtorch_cuda.so imports, all exported)"
+  else result torch-nccl-symbols FAIL "missing: $missing"
+  fi
+fi
+LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$LIBDIR${WHEEL_LIB:+:$WHEEL_LIB}" timeout 300 python3 "$OUT/torch_nccl.py" "$LIB" \
+  >"$OUT/torch.log" 2>&1
+rc=$?
+cat "$OUT/torch.log" >>"$LOG"
+if [ $rc = 0 ]; then result import-torch PASS "($(head -c 300 "$OUT/torch.log" | tr '\n' ' '))"
+else result import-torch FAIL "$(tail -3 "$OUT/torch.log" | tr '\n' ' ')"
+fi
+
+say "== summary"
+cat "$SUM"
+[ $fails = 0 ]
