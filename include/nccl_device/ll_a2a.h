@@ -51,7 +51,7 @@ struct ncclLLA2ASession {
     x.v = data;
 #pragma unroll
     for (int k = 0; k < lines; k++)
-      asm volatile("st.volatile.global.v4.u32 [%0], {%1,%3,%2,%3};" ::"l"(buf + k * pitch), "r"(x.u[k][0]),
+      asm volatile("st.volatile.v4.u32 [%0], {%1,%3,%2,%3};" ::"l"(buf + k * pitch), "r"(x.u[k][0]),
                    "r"(x.u[k][1]), "r"(epoch)
                    : "memory");
   }
@@ -78,7 +78,7 @@ struct ncclLLA2ASession {
       uint64_t t0 = 0;
       for (uint32_t spins = 0;; spins++) {
         uint32_t a, f1, b, f2;
-        asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+        asm volatile("ld.volatile.v4.u32 {%0,%1,%2,%3}, [%4];"
                      : "=r"(a), "=r"(f1), "=r"(b), "=r"(f2)
                      : "l"(buf + k * pitch)
                      : "memory");
