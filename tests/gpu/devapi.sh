@@ -20,6 +20,9 @@
 #     each with -c 1 -b 8 -e $MAXBYTES -f 4 -g G for G in 2 and 4 (those the host has).
 #     A run FAILs on a non-zero exit (nccl-tests exits 1 on wrong data), a timeout,
 #     'Out of bounds values : N FAILED' or no result lines.
+#     Then tests/gpu/devapi_procs.cu, one process per GPU (windows mapped through
+#     CUDA IPC): LSA all-reduce, GIN puts with signals and counters, world
+#     barrier, LL all-to-all, 20 iterations checked against a host reference.
 #  4. python3 -c 'import torch' with LD_PRELOAD=$PREFIX/lib/libnccl.so.2 and the
 #     wheel's lib dir on LD_LIBRARY_PATH behind ours; the step checks (via
 #     /proc/self/maps) that the libnccl.so.2 torch got is anyccl's.
@@ -176,6 +179,24 @@ for g in 2 4; do
   for d in 1 2; do run_one "all_reduce_D$d-g$g" "$NT_BUILD/all_reduce_perf" $common -D $d; done
   for d in 1 2 3 4; do run_one "alltoall_D$d-g$g" "$NT_BUILD/alltoall_perf" $common -D $d; done
   run_one "all_reduce_D0-g$g" "$NT_BUILD/all_reduce_perf" $common -D 0
+done
+
+# ---- 3b. across processes (CUDA IPC windows): tests/gpu/devapi_procs.cu ------------
+PROCS_BIN=${PROCS_BIN:-$NT_BUILD/devapi_procs}
+if [ "${SKIP_NT_BUILD:-0}" != 1 ]; then
+  if isolated "$CUDA_HOME/bin/nvcc" -std=c++17 $NVCC_GENCODE -I"$PREFIX/include" "$ROOT/tests/gpu/devapi_procs.cu" \
+       -L"$LIBDIR" -lnccl -o "$PROCS_BIN" >>"$LOG" 2>&1; then result build-devapi_procs PASS
+  else result build-devapi_procs FAIL "(see $LOG)"
+  fi
+fi
+for g in 2 4; do
+  [ "$NGPU" -ge $g ] || continue
+  LD_LIBRARY_PATH="$LIBDIR" NCCL_DEBUG=WARN timeout -k 5 "$RUN_TIMEOUT" "$PROCS_BIN" $g 20 >"$OUT/run-procs$g.log" 2>&1
+  rc=$?
+  cat "$OUT/run-procs$g.log" >>"$LOG"
+  if [ $rc = 0 ]; then result "devapi_procs-$g" PASS "(windows through CUDA IPC, LSA/world barriers, GIN, LL)"
+  else result "devapi_procs-$g" FAIL "rc $rc: $(grep -m2 -iE 'fail|warn|error' "$OUT/run-procs$g.log" | tr '\n' ' ')"
+  fi
 done
 
 # ---- 4. import torch -------------------------------------------------------------
