@@ -23,9 +23,13 @@
 #     Then tests/gpu/devapi_procs.cu, one process per GPU (windows mapped through
 #     CUDA IPC): LSA all-reduce, GIN puts with signals and counters, world
 #     barrier, LL all-to-all, 20 iterations checked against a host reference.
-#  4. python3 -c 'import torch' with LD_PRELOAD=$PREFIX/lib/libnccl.so.2 and the
-#     wheel's lib dir on LD_LIBRARY_PATH behind ours; the step checks (via
-#     /proc/self/maps) that the libnccl.so.2 torch got is anyccl's.
+#     (SKIP_RUNS=1 skips step 3.)
+#  4. torch: the nccl symbols libtorch_cuda.so imports are all exported; `import
+#     torch` with LD_PRELOAD=$PREFIX/lib/libnccl.so.2 (the wheel's lib dir behind
+#     ours on LD_LIBRARY_PATH) and LD_DEBUG=bindings shows every nccl symbol of
+#     libtorch_cuda.so bound to anyccl's library (torch also maps the wheel's
+#     copy, by path, but binds nothing to it); then a torch.distributed
+#     all_reduce/all_gather/barrier on 2 GPUs, backend "nccl" = anyccl.
 # Exit status 0 when every step passed.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -171,6 +175,7 @@ run_one() { # name binary args...
   fi
 }
 for g in 2 4; do
+  [ "${SKIP_RUNS:-0}" = 1 ] && break
   if [ "$NGPU" -lt $g ]; then
     result "runs with -g $g" SKIP "(host has $NGPU GPUs)"
     continue
@@ -202,17 +207,6 @@ done
 # ---- 4. import torch -------------------------------------------------------------
 WHEEL_LIB=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
 say "== torch with $LIB (nvidia.nccl lib dir: ${WHEEL_LIB:-none})"
-cat >"$OUT/torch_nccl.py" <<'EOS'
-import os, sys
-import torch
-maps = open("/proc/self/maps").read().split("\n")
-ncc = sorted({l.split()[-1] for l in maps if "libnccl.so" in l})
-print("torch", torch.__version__, "libnccl mapped:", ncc)
-want = os.path.realpath(sys.argv[1])
-if not ncc or any(os.path.realpath(p) != want for p in ncc):
-    print("FAIL: torch did not get anyccl's libnccl.so.2 alone"); sys.exit(1)
-print("nccl version torch sees:", torch.cuda.nccl.version())
-EOS
 TORCH_CUDA=$(python3 -c 'import os, importlib.util as u; print(os.path.join(os.path.dirname(u.find_spec("torch").origin), "lib", "libtorch_cuda.so"))' 2>/dev/null)
 if [ -n "$TORCH_CUDA" ] && [ -e "$TORCH_CUDA" ]; then
   nm -D --undefined-only "$TORCH_CUDA" | awk '{print $NF}' | grep -E '^p?nccl' | sed 's/@.*//' | sort -u >"$OUT/torch-nccl-imports.txt"
@@ -221,13 +215,58 @@ if [ -n "$TORCH_CUDA" ] && [ -e "$TORCH_CUDA" ]; then
   if [ -z "$missing" ]; then result torch-nccl-symbols PASS "($(wc -l <"$OUT/torch-nccl-imports.txt") nccl symbols libtorch_cuda.so imports, all exported)"
   else result torch-nccl-symbols FAIL "missing: $missing"
   fi
+else
+  result torch-nccl-symbols FAIL "no libtorch_cuda.so found (python3 -c 'import torch' works?)"
 fi
-LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$LIBDIR${WHEEL_LIB:+:$WHEEL_LIB}" timeout 300 python3 "$OUT/torch_nccl.py" "$LIB" \
+# Which libnccl do libtorch_cuda.so's nccl symbols bind to? (LD_PRELOAD puts
+# anyccl first in the global scope; torch may still map the wheel's copy.)
+cat >"$OUT/torch_import.py" <<'EOS'
+import torch
+print("torch", torch.__version__, "nccl version", torch.cuda.nccl.version())
+EOS
+# An all-reduce through torch.distributed (backend nccl = anyccl), 2 processes.
+cat >"$OUT/torch_dist.py" <<'EOS'
+import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
+def run(rank, n, port):
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n,
+                            device_id=torch.device("cuda", rank))
+    x = torch.full((1 << 20,), float(rank + 1), device="cuda")
+    dist.all_reduce(x)
+    want = n * (n + 1) / 2
+    ok = bool((x == want).all())
+    y = [torch.zeros(4, device="cuda") for _ in range(n)]
+    dist.all_gather(y, torch.full((4,), float(rank), device="cuda"))
+    ok = ok and all(bool((y[r] == r).all()) for r in range(n))
+    dist.barrier()
+    dist.destroy_process_group()
+    if not ok: sys.exit(1)
+if __name__ == "__main__":
+    n = int(sys.argv[1])
+    mp.spawn(run, args=(n, 29531), nprocs=n)
+    print("torch.distributed all_reduce/all_gather on", n, "GPUs: ok")
+EOS
+ENVT="LD_PRELOAD=$LIB LD_LIBRARY_PATH=$LIBDIR${WHEEL_LIB:+:$WHEEL_LIB}"
+env $ENVT LD_BIND_NOW=1 LD_DEBUG=bindings LD_DEBUG_OUTPUT="$OUT/ld" timeout 300 python3 "$OUT/torch_import.py" \
   >"$OUT/torch.log" 2>&1
 rc=$?
 cat "$OUT/torch.log" >>"$LOG"
-if [ $rc = 0 ]; then result import-torch PASS "($(head -c 300 "$OUT/torch.log" | tr '\n' ' '))"
-else result import-torch FAIL "$(tail -3 "$OUT/torch.log" | tr '\n' ' ')"
+cat "$OUT"/ld.* 2>/dev/null | grep 'libtorch_cuda.so' | grep -E "symbol \`p?nccl" >"$OUT/torch-bindings.txt"
+rm -f "$OUT"/ld.*
+nb=$(wc -l <"$OUT/torch-bindings.txt")
+other=$(grep -v " to $LIB " "$OUT/torch-bindings.txt" | grep -v " to $(readlink -f "$LIB") " | head -3)
+head -5 "$OUT/torch-bindings.txt" >>"$LOG"
+if [ $rc != 0 ]; then result import-torch FAIL "$(tail -3 "$OUT/torch.log" | tr '\n' ' ')"
+elif [ "$nb" = 0 ] || [ -n "$other" ]; then result import-torch FAIL "$nb bindings; not to anyccl: $other"
+else result import-torch PASS "($(head -1 "$OUT/torch.log"); all $nb nccl bindings of libtorch_cuda.so go to anyccl)"
+fi
+if [ "$NGPU" -ge 2 ]; then
+  env $ENVT NCCL_DEBUG=WARN timeout 300 python3 "$OUT/torch_dist.py" 2 >"$OUT/torch-dist.log" 2>&1
+  rc=$?
+  cat "$OUT/torch-dist.log" >>"$LOG"
+  if [ $rc = 0 ]; then result torch-distributed-2 PASS "(all_reduce, all_gather, barrier)"
+  else result torch-distributed-2 FAIL "$(grep -m3 -iE 'error|warn|fail' "$OUT/torch-dist.log" | tr '\n' ' ' | head -c 400)"
+  fi
 fi
 
 say "== summary"
