@@ -185,6 +185,17 @@ for g in 2 4; do
   for d in 1 2 3 4; do run_one "alltoall_D$d-g$g" "$NT_BUILD/alltoall_perf" $common -D $d; done
   run_one "all_reduce_D0-g$g" "$NT_BUILD/all_reduce_perf" $common -D 0
 done
+if [ "${SKIP_RUNS:-0}" != 1 ] && [ "$NGPU" -ge 2 ]; then
+  # multicast (-D 3: multimem kernels) is refused: a clear error, no hang
+  LD_LIBRARY_PATH="$LIBDIR" NCCL_DEBUG=WARN timeout -k 5 "$RUN_TIMEOUT" "$NT_BUILD/all_reduce_perf" -c 1 -b 8 -e 1M \
+    -g 2 -R 2 -D 3 >"$OUT/run-multimem.log" 2>&1
+  rc=$?
+  cat "$OUT/run-multimem.log" >>"$LOG"
+  if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "lsaMultimem" "$OUT/run-multimem.log"; then
+    result all_reduce_D3-refused PASS "(exit $rc: $(grep -m1 lsaMultimem "$OUT/run-multimem.log" | cut -c1-120))"
+  else result all_reduce_D3-refused FAIL "exit $rc, no lsaMultimem WARN"
+  fi
+fi
 
 # ---- 3b. across processes (CUDA IPC windows): tests/gpu/devapi_procs.cu ------------
 PROCS_BIN=${PROCS_BIN:-$NT_BUILD/devapi_procs}
@@ -203,6 +214,16 @@ for g in 2 4; do
   else result "devapi_procs-$g" FAIL "rc $rc: $(grep -m2 -iE 'fail|warn|error' "$OUT/run-procs$g.log" | tr '\n' ' ')"
   fi
 done
+if [ "$NGPU" -ge 2 ]; then
+  for mode in timeout abort hosts; do # a peer that never arrives: the waits come back; GIN across hosts refused
+    LD_LIBRARY_PATH="$LIBDIR" NCCL_DEBUG=WARN timeout -k 5 "$RUN_TIMEOUT" "$PROCS_BIN" 2 0 $mode >"$OUT/run-$mode.log" 2>&1
+    rc=$?
+    cat "$OUT/run-$mode.log" >>"$LOG"
+    if [ $rc = 0 ]; then result "devapi_procs-$mode" PASS "($(grep -m1 -E 'came back|hosts of one' "$OUT/run-$mode.log"))"
+    else result "devapi_procs-$mode" FAIL "rc $rc: $(grep -m2 -iE 'fail|warn|error' "$OUT/run-$mode.log" | tr '\n' ' ')"
+    fi
+  done
+fi
 
 # ---- 4. import torch -------------------------------------------------------------
 WHEEL_LIB=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)

@@ -6,7 +6,17 @@
  *   3. a world barrier (ncclBarrierSession) and an LL all-to-all exchange.
  * Built by tests/gpu/devapi.sh against the installed anyccl:
  *   nvcc -std=c++17 -arch=sm_90 -I$PREFIX/include devapi_procs.cu -L$PREFIX/lib -lnccl
- *   devapi_procs NRANKS [ITERS]     exit status 0 pass */
+ *   devapi_procs NRANKS [ITERS]     exit status 0 pass
+ *   devapi_procs NRANKS 0 timeout   rank 0 launches nothing: the others' barrier
+ *                                   gives up after ANYCCL_DEV_TIMEOUT (set 2 here)
+ *                                   and ncclCommGetAsyncError reports it
+ *   devapi_procs NRANKS 0 abort     the same with no timeout: ncclCommAbort ends
+ *                                   the waiting kernels
+ *   devapi_procs NRANKS 0 hosts     each rank on a host of its own (NCCL_HOSTID): LSA
+ *                                   teams of 1; GIN requirements are refused
+ *                                   (ncclInvalidUsage), LSA barriers are not */
+#include <chrono>
+#include <thread>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,17 +146,127 @@ static int runRank(int rank, int n, ncclUniqueId id, int iters) {
   CHECK(ncclMemFree(gin));
   CHECK(ncclCommDestroy(comm));
   if (!bad) printf("rank %d: ok (%d iterations)\n", rank, iters);
+  fflush(stdout);
   return bad ? 1 : 0;
+}
+
+/* Rank 0 never arrives; the others must come back, with the error reported. */
+static int runStuck(int rank, int n, ncclUniqueId id, int useAbort) {
+  CHECK(cudaSetDevice(rank));
+  ncclComm_t comm;
+  CHECK(ncclCommInitRank(&comm, n, id, rank));
+  float *buf, *llOut;
+  CHECK(ncclMemAlloc((void**)&buf, 1 << 20));
+  CHECK(cudaMalloc(&llOut, 64 * sizeof(float)));
+  ncclWindow_t w;
+  CHECK(ncclCommWindowRegister(comm, buf, 1 << 20, &w, NCCL_WIN_COLL_SYMMETRIC));
+  ncclDevCommRequirements reqs;
+  memset(&reqs, 0, sizeof(reqs));
+  reqs.lsaBarrierCount = BLOCKS;
+  reqs.barrierCount = BLOCKS;
+  reqs.ginSignalCount = BLOCKS;
+  reqs.ginCounterCount = 1;
+  reqs.lsaLLA2ABlockCount = 1;
+  reqs.lsaLLA2ASlotCount = LL_SLOTS;
+  ncclDevComm dc;
+  CHECK(ncclDevCommCreate(comm, &reqs, &dc));
+  int bad = 0;
+  if (rank != 0) {
+    auto t0 = std::chrono::steady_clock::now();
+    devapiKernel<<<BLOCKS, THREADS>>>(w, w, w, 1024, 16, dc, llOut, 0);
+    if (useAbort) {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      if (cudaStreamQuery(0) != cudaErrorNotReady) {
+        fprintf(stderr, "rank %d: the kernel did not wait for rank 0\n", rank);
+        bad = 1;
+      }
+      CHECK(ncclCommAbort(comm)); /* must return: the kernel watches the abort flag */
+    } else {
+      CHECK(cudaDeviceSynchronize());
+      ncclResult_t async;
+      CHECK(ncclCommGetAsyncError(comm, &async));
+      if (async != ncclSystemError) {
+        fprintf(stderr, "rank %d: async error %d after a timed-out barrier, want ncclSystemError\n", rank, (int)async);
+        bad = 1;
+      }
+    }
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 60) {
+      fprintf(stderr, "rank %d: the waiting kernel took %.1f s to come back\n", rank, s);
+      bad = 1;
+    }
+    if (!bad) printf("rank %d: stuck kernel came back after %.1f s (%s)\n", rank, s, useAbort ? "abort" : "timeout");
+    if (useAbort) return bad;
+  }
+  CHECK(ncclDevCommDestroy(comm, &dc));
+  CHECK(ncclCommWindowDeregister(comm, w));
+  CHECK(ncclCommDestroy(comm));
+  return bad;
+}
+
+/* Every rank a host of its own: the LSA team is the rank alone. */
+static int runHosts(int rank, int n, ncclUniqueId id) {
+  CHECK(cudaSetDevice(rank));
+  ncclComm_t comm;
+  CHECK(ncclCommInitRank(&comm, n, id, rank));
+  ncclTeam_t lsa = ncclTeamLsa(comm), rail = ncclTeamRail(comm);
+  int bad = 0;
+  if (lsa.nRanks != 1 || rail.nRanks != n || rail.rank != rank) {
+    fprintf(stderr, "rank %d: lsa team %d, rail team %d/%d\n", rank, lsa.nRanks, rail.rank, rail.nRanks);
+    bad = 1;
+  }
+  ncclDevCommRequirements reqs;
+  memset(&reqs, 0, sizeof(reqs));
+  reqs.ginSignalCount = 4;
+  ncclDevComm dc;
+  if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) {
+    fprintf(stderr, "rank %d: GIN across hosts was not refused\n", rank);
+    bad = 1;
+  }
+  memset(&reqs, 0, sizeof(reqs));
+  reqs.lsaBarrierCount = 4;
+  CHECK(ncclDevCommCreate(comm, &reqs, &dc));
+  CHECK(ncclDevCommDestroy(comm, &dc));
+  CHECK(ncclCommDestroy(comm));
+  if (!bad) printf("rank %d: hosts of one rank: LSA team of 1, GIN refused, LSA barriers made\n", rank);
+  return bad;
 }
 
 int main(int argc, char** argv) {
   int rank = -1;
   int n = argc > 1 ? atoi(argv[1]) : 2, iters = argc > 2 ? atoi(argv[2]) : 20;
+  const char* mode = argc > 3 ? argv[3] : "check";
   if (n < 1 || n > 64) return 2;
+  if (strcmp(mode, "timeout") == 0) setenv("ANYCCL_DEV_TIMEOUT", "2", 1);
+  if (strcmp(mode, "abort") == 0) setenv("ANYCCL_DEV_TIMEOUT", "0", 1);
   ncclUniqueId id;
+  if (strcmp(mode, "hosts-rank") == 0 && argc > 5) { /* a rank of "hosts", with its own NCCL_HOSTID */
+    rank = atoi(argv[4]);
+    for (size_t i = 0; i < sizeof(id); i++) {
+      unsigned v = 0;
+      sscanf(argv[5] + 2 * i, "%2x", &v);
+      id.internal[i] = (char)v;
+    }
+    int res = runHosts(rank, n, id);
+    fflush(stdout);
+    return res;
+  }
   CHECK(ncclGetUniqueId(&id));
   for (int r = 0; r < n; r++)
-    if (fork() == 0) _exit(runRank(r, n, id, iters));
+    if (fork() == 0) {
+      if (strcmp(mode, "hosts") == 0) { /* parameters are read once: a fresh process per host id */
+        char host[32], rs[16], idHex[2 * sizeof(id) + 1];
+        snprintf(host, sizeof(host), "devapi-host-%d", r);
+        setenv("NCCL_HOSTID", host, 1);
+        snprintf(rs, sizeof(rs), "%d", r);
+        for (size_t i = 0; i < sizeof(id); i++) snprintf(idHex + 2 * i, 3, "%02x", (unsigned char)id.internal[i]);
+        execl("/proc/self/exe", argv[0], argv[1], "0", "hosts-rank", rs, idHex, (char*)NULL);
+        _exit(3);
+      }
+      int res = strcmp(mode, "check") == 0 ? runRank(r, n, id, iters) : runStuck(r, n, id, strcmp(mode, "abort") == 0);
+      fflush(stdout);
+      _exit(res);
+    }
   int fails = 0;
   for (int r = 0; r < n; r++) {
     int st = 0;
