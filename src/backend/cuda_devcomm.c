@@ -161,6 +161,13 @@ static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, in
          ANYCCL_DEV_MAX_LSA);
     res = ncclInvalidUsage;
   }
+  for (int q = 0; q < n && res == ncclSuccess; q++)
+    if (all[q].size != size && (flags & NCCL_WIN_COLL_SYMMETRIC)) {
+      /* every rank sees the same table: all fail alike */
+      WARN("ncclCommWindowRegister: NCCL_WIN_COLL_SYMMETRIC windows must have the same size on every rank: rank %d "
+           "registered %llu bytes, rank %d %zu", q, (unsigned long long)all[q].size, comm->rank, size);
+      res = ncclInvalidUsage;
+    }
   if (res == ncclSuccess && (w = calloc(1, sizeof(*w))) == NULL) res = ncclSystemError;
   if (res != ncclSuccess) goto fail;
   w->magic = WIN_MAGIC;
