@@ -23,9 +23,22 @@ NCCL_API(ncclResult_t, ncclDevCommCreate,
     return ncclInvalidArgument;
   }
   if (!comm->cuda) {
-    WARN("ncclDevCommCreate: comm %p runs on the %s backend, which runs no kernels: device communicators need the "
-         "cuda backend (GPUs)", (void*)comm, "cpu");
-    return ncclInvalidUsage;
+    const ncclDevCommRequirements_t* r = reqs;
+    int trivial = !r->lsaMultimem && !r->ginForceEnable && r->barrierCount == 0 && r->lsaBarrierCount == 0 &&
+                  r->railGinBarrierCount == 0 && r->lsaLLA2ABlockCount == 0 && r->ginSignalCount == 0 &&
+                  r->ginCounterCount == 0 && r->resourceRequirementsList == NULL && r->teamRequirementsList == NULL;
+    if (!trivial) {
+      WARN("ncclDevCommCreate: comm %p runs on the cpu backend, which runs no kernels: barriers, signals, counters "
+           "and resource buffers need the cuda backend (GPUs)", (void*)comm);
+      return ncclInvalidUsage;
+    }
+    /* Nothing asked for: the ranks and teams alone (no resource window). */
+    memset(outDevComm, 0, sizeof(*outDevComm));
+    outDevComm->rank = comm->rank;
+    outDevComm->nRanks = comm->nRanks;
+    anycclLsaTeam(comm, &outDevComm->lsaSize, &outDevComm->lsaRank);
+    outDevComm->hostRecord = comm;
+    return ncclSuccess;
   }
   return anycclDevCommCreate(comm, reqs, outDevComm);
 }
@@ -37,7 +50,9 @@ NCCL_API(ncclResult_t, ncclDevCommDestroy, (ncclComm_t comm, ncclDevComm_t const
     return ncclInvalidArgument;
   }
   if (!comm->cuda) {
-    WARN("ncclDevCommDestroy: comm %p has no device communicators (cpu backend)", (void*)comm);
+    if (devComm->hostRecord == comm) return ncclSuccess; /* a trivial one (above) */
+    WARN("ncclDevCommDestroy: devComm %p was not made by ncclDevCommCreate on comm %p", (const void*)devComm,
+         (void*)comm);
     return ncclInvalidArgument;
   }
   return anycclDevCommDestroy(comm, devComm);

@@ -1,7 +1,8 @@
 /* The device API's host side on the cpu backend, from plain C through
  * nccl_device.h: teams, the team arithmetic of the header, requirement
  * helpers, windows (a record of the range there), and ncclDevCommCreate's
- * refusal (no kernels on the cpu backend) and argument checks.
+ * refusal (no kernels on the cpu backend: only a trivial device communicator,
+ * ranks and teams, is made there) and argument checks.
  *   devapi_host        exit status 0 pass, 1 fail */
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,12 @@ int main(void) {
   CHECK(ncclDevCommCreate(comms[0], &reqs, &dc) == ncclInvalidUsage);
   CHECK(strstr(ncclGetLastError(comms[0]), "cuda backend") != NULL);
   CHECK(ncclDevCommDestroy(comms[0], NULL) == ncclInvalidArgument);
+  /* nothing asked for: ranks and teams only, also on the cpu backend */
+  memset(&reqs, 0, sizeof(reqs));
+  CHECK(ncclDevCommCreate(comms[2], &reqs, &dc) == ncclSuccess);
+  CHECK(dc.rank == 2 && dc.nRanks == N && dc.lsaRank == 2 && dc.lsaSize == N && dc.resourceWindow == NULL);
+  CHECK(ncclDevCommDestroy(comms[1], &dc) == ncclInvalidArgument); /* another comm's */
+  CHECK(ncclDevCommDestroy(comms[2], &dc) == ncclSuccess);
 
   for (int r = 0; r < N; r++) {
     ncclMemFree(buf[r]);
