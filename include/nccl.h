@@ -219,6 +219,14 @@ ANYCCL_DECL(ncclResult_t, ncclRecv,
             (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
              cudaStream_t stream))
 
+/* The device API's communicator (NCCL 2.28; the types, the device functions
+ * and the rest of the host functions are in nccl_device.h). */
+typedef struct ncclDevComm ncclDevComm_t;
+typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
+ANYCCL_DECL(ncclResult_t, ncclDevCommCreate,
+            (ncclComm_t comm, ncclDevCommRequirements_t const* reqs, ncclDevComm_t* outDevComm))
+ANYCCL_DECL(ncclResult_t, ncclDevCommDestroy, (ncclComm_t comm, ncclDevComm_t const* devComm))
+
 ANYCCL_DECL(ncclResult_t, ncclGroupStart, (void))
 ANYCCL_DECL(ncclResult_t, ncclGroupEnd, (void))
 ANYCCL_DECL(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo))

@@ -96,6 +96,7 @@ struct anycclReg {
   size_t size;
 };
 #define REG_MAGIC 0x616e796363526567ULL
+#define WIN_MAGIC 0x616e796363577267ULL
 
 NCCL_API(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle)) {
   NCCLCHECK(anycclCommCheck(comm, "ncclCommRegister", 1));
@@ -123,34 +124,35 @@ NCCL_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle)
   return ncclSuccess;
 }
 
-struct ncclWindow_vidmem {
-  struct anycclReg reg;
-};
-
+/* Windows: on the cuda backend the device API's (backend/cuda_devcomm.c,
+ * collective); on the cpu backend a record of the range, as registrations. */
 NCCL_API(ncclResult_t, ncclCommWindowRegister,
          (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags)) {
   NCCLCHECK(anycclCommCheck(comm, "ncclCommWindowRegister", 1));
-  if (win == NULL || (buff == NULL && size > 0)) {
-    WARN("ncclCommWindowRegister: buff %p, size %zu, win %p: pass a buffer and a place for the window", buff, size,
-         (void*)win);
+  if (win == NULL || buff == NULL || size == 0) {
+    WARN("ncclCommWindowRegister: buff %p, size %zu, win %p: pass a buffer, its size and a place for the window", buff,
+         size, (void*)win);
     return ncclInvalidArgument;
   }
-  struct ncclWindow_vidmem* w;
-  ANYCCL_CALLOC(w, 1);
-  w->reg = (struct anycclReg){REG_MAGIC, comm, buff, size};
-  *win = w;
+  if (comm->cuda) return anycclWindowRegister(comm, buff, size, win, winFlags);
+  struct anycclReg* r;
+  ANYCCL_CALLOC(r, 1);
+  *r = (struct anycclReg){WIN_MAGIC, comm, buff, size};
+  *win = (ncclWindow_t)r;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win)) {
   NCCLCHECK(anycclCommCheck(comm, "ncclCommWindowDeregister", 0));
-  if (win == NULL || win->reg.magic != REG_MAGIC || win->reg.comm != comm) {
+  if (comm->cuda) return anycclWindowDeregister(comm, win);
+  struct anycclReg* r = (struct anycclReg*)win;
+  if (r == NULL || r->magic != WIN_MAGIC || r->comm != comm) {
     WARN("ncclCommWindowDeregister: win %p was not returned by ncclCommWindowRegister on comm %p", (void*)win,
          (void*)comm);
     return ncclInvalidArgument;
   }
-  win->reg.magic = 0;
-  free(win);
+  r->magic = 0;
+  free(r);
   return ncclSuccess;
 }
 

@@ -40,6 +40,7 @@
 #include "param.h"
 #include "plan.h"
 #include "rt.h"
+#include "nccl_device/core.h"
 
 #define ACUCHECK(call)                                                                         \
   do {                                                                                         \
@@ -352,6 +353,7 @@ void anycclCudaFree(struct ncclComm* comm) {
   comm->cuNetStaging = NULL;
   comm->cuNetConns = NULL;
   comm->cuNetCount = 0;
+  anycclDevFreeAll(comm); /* device API windows and communicators */
   if (comm->devPeerBase)
     for (int q = 0; q < comm->nRanks; q++)
       if (comm->devPeerIpc[q] && comm->devPeerBase[q]) acuIpcCloseMemHandle(comm->devPeerBase[q]);
@@ -399,6 +401,15 @@ ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
            "counts, types or roots",
            comm->rank, (unsigned long long)comm->cuShared->expected, comm->cuShared->errPeer,
            (unsigned long long)comm->cuShared->got);
+    else if (err == ANYCCL_DEV_ERR_TIMEOUT)
+      WARN("rank %d: a device API wait (barrier, signal, counter or LL line) gave up after %lld s (ANYCCL_DEV_TIMEOUT, "
+           "by default ANYCCL_OP_TIMEOUT): a peer did not reach the same barrier or send what was awaited", comm->rank,
+           (long long)(anycclParamInt(PARAM_DEV_TIMEOUT) < 0 ? anycclParamInt(PARAM_OP_TIMEOUT)
+                                                              : anycclParamInt(PARAM_DEV_TIMEOUT)));
+    else if (err == ANYCCL_DEV_ERR_UNREACHABLE)
+      WARN("rank %d: a kernel used the device API beyond what this build supports (a peer outside the LSA team, "
+           "multicast, a barrier index past the requested count, or a signal/counter id past the requested count); "
+           "the operation was dropped", comm->rank);
     else if (comm->cuShared->errPeer >= 0)
       WARN("rank %d made no progress for %lld s waiting for rank %d (ANYCCL_OP_TIMEOUT): a peer is gone or did not "
            "call the same operation", comm->rank, (long long)comm->opTimeoutSec, comm->cuShared->errPeer);
@@ -406,7 +417,7 @@ ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
       WARN("rank %d made no progress for %lld s waiting for a peer's data (ANYCCL_OP_TIMEOUT): a peer is gone or "
            "did not call the same operation", comm->rank, (long long)comm->opTimeoutSec);
   }
-  return err == ACU_ERR_SIZE ? ncclInvalidUsage : ncclSystemError;
+  return err == ACU_ERR_SIZE || err == ANYCCL_DEV_ERR_UNREACHABLE ? ncclInvalidUsage : ncclSystemError;
 }
 
 /* ---- plan launch --------------------------------------------------------------- */

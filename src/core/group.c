@@ -27,6 +27,18 @@ static __thread ncclResult_t groupError;
 static __thread struct ncclComm* groupComms;
 static __thread struct groupInit* groupInits;
 
+/* Collective host work deferred to the end of the group (window
+ * registration, device communicators): run there on one thread per
+ * communicator, each communicator's jobs in call order, since the ranks of
+ * one process meet in them. */
+struct groupJob {
+  struct ncclComm* comm;
+  ncclResult_t (*fn)(void*);
+  void* arg;
+  struct groupJob* next;
+};
+static __thread struct groupJob *groupJobs, *groupJobsTail;
+
 int anycclGroupDepth(void) { return groupDepth; }
 void anycclGroupSetError(ncclResult_t err) {
   if (groupDepth > 0 && groupError == ncclSuccess) groupError = err;
@@ -46,6 +58,69 @@ ncclResult_t anycclGroupAddInit(struct ncclComm* comm, void* (*fn)(void*), void*
   g->next = groupInits;
   groupInits = g;
   return ncclSuccess;
+}
+
+ncclResult_t anycclGroupAddJob(struct ncclComm* comm, ncclResult_t (*fn)(void*), void* arg) {
+  if (groupDepth == 0) return fn(arg);
+  struct groupJob* j;
+  ANYCCL_CALLOC(j, 1);
+  *j = (struct groupJob){comm, fn, arg, NULL};
+  if (groupJobsTail) groupJobsTail->next = j;
+  else groupJobs = j;
+  groupJobsTail = j;
+  return ncclSuccess;
+}
+
+struct commJobs {
+  struct groupJob* jobs; /* all of the group's; this one runs those of comm */
+  struct ncclComm* comm;
+  ncclResult_t res;
+  pthread_t thread;
+};
+static void* runCommJobs(void* arg) {
+  struct commJobs* c = arg;
+  for (struct groupJob* j = c->jobs; j; j = j->next) {
+    if (j->comm != c->comm) continue;
+    ncclResult_t r = j->fn(j->arg);
+    if (r != ncclSuccess && c->res == ncclSuccess) c->res = r;
+  }
+  return NULL;
+}
+static ncclResult_t runGroupJobs(void) {
+  struct groupJob* jobs = groupJobs;
+  groupJobs = groupJobsTail = NULL;
+  if (jobs == NULL) return ncclSuccess;
+  int n = 0;
+  for (struct groupJob* j = jobs; j; j = j->next) n++;
+  struct commJobs* cs = calloc(n, sizeof(*cs));
+  ncclResult_t res = ncclSuccess;
+  int nc = 0;
+  if (cs == NULL) {
+    WARN("ncclGroupEnd: out of memory for %d deferred jobs", n);
+    res = ncclSystemError;
+  } else {
+    for (struct groupJob* j = jobs; j; j = j->next) {
+      int k = 0;
+      while (k < nc && cs[k].comm != j->comm) k++;
+      if (k == nc) cs[nc++] = (struct commJobs){jobs, j->comm, ncclSuccess, 0};
+    }
+    /* one thread per communicator (a single one runs here) */
+    for (int k = 1; k < nc; k++)
+      if (pthread_create(&cs[k].thread, NULL, runCommJobs, &cs[k]) != 0) cs[k].thread = 0;
+    if (nc > 0) runCommJobs(&cs[0]);
+    for (int k = 1; k < nc; k++) {
+      if (cs[k].thread) pthread_join(cs[k].thread, NULL);
+      else runCommJobs(&cs[k]);
+    }
+    for (int k = 0; k < nc && res == ncclSuccess; k++) res = cs[k].res;
+  }
+  free(cs);
+  while (jobs) {
+    struct groupJob* next = jobs->next;
+    free(jobs);
+    jobs = next;
+  }
+  return res;
 }
 
 ncclResult_t anycclEnqueue(struct ncclComm* comm, const struct anycclTask* task) {
@@ -362,6 +437,9 @@ ncclResult_t anycclGroupEndInternal(void) {
     free(inits);
     inits = n;
   }
+
+  ncclResult_t jr = runGroupJobs(); /* collective: run even after an error, peers wait in them */
+  if (res == ncclSuccess) res = jr;
 
   struct ncclComm* comms = groupComms;
   groupComms = NULL;

@@ -142,6 +142,8 @@ struct ncclComm {
   void* cuLastStream;            /* the stream of the last launch */
   void* cuOrderEvent;            /* recorded after each launch: orders the next one on another stream */
   int cuEventValid;              /* cuOrderEvent marks the last launch (it was not captured) */
+  struct anycclWin* windows;     /* device API windows (backend/cuda_devcomm.c) */
+  struct anycclDevRec* devComms; /* device communicators */
   struct anycclConn* cuNetConns; /* network connection ends (the proxy's view), pinned host FIFOs */
   int cuNetCount;
   char* cuNetStaging;            /* one pinned, device-mapped block: cuNetCount FIFOs */
@@ -160,6 +162,16 @@ struct acuConn;
 struct acuShared;
 ncclResult_t anycclCudaSetup(struct ncclComm* comm);
 void anycclCudaFree(struct ncclComm* comm);
+/* device API (backend/cuda_devcomm.c) */
+ncclResult_t anycclWindowRegister(struct ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags);
+ncclResult_t anycclWindowDeregister(struct ncclComm* comm, ncclWindow_t win);
+void anycclDevFreeAll(struct ncclComm* comm);
+struct ncclDevComm;
+struct ncclDevCommRequirements;
+ncclResult_t anycclDevCommCreate(struct ncclComm* comm, const struct ncclDevCommRequirements* reqs,
+                                 struct ncclDevComm* out);
+ncclResult_t anycclDevCommDestroy(struct ncclComm* comm, const struct ncclDevComm* devComm);
+void anycclLsaTeam(const struct ncclComm* comm, int* lsaSize, int* lsaRank);
 void anycclCudaAbort(struct ncclComm* comm);
 ncclResult_t anycclCudaAsyncError(struct ncclComm* comm);
 ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream);
@@ -207,6 +219,9 @@ int anycclGroupDepth(void);
 void anycclGroupSetError(ncclResult_t err);
 /* Defer an init to the end of the group (ncclCommInitRank inside a group). */
 ncclResult_t anycclGroupAddInit(struct ncclComm* comm, void* (*fn)(void*), void* arg);
+/* Run fn(arg) now, or inside a group at its end (one thread per communicator,
+ * each communicator's jobs in call order); fn owns arg. */
+ncclResult_t anycclGroupAddJob(struct ncclComm* comm, ncclResult_t (*fn)(void*), void* arg);
 ncclResult_t anycclLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream);
 ncclResult_t anycclBuildPlan(struct ncclComm* comm, struct anycclTask* tasks, struct anycclPlan** plan);
 

@@ -200,9 +200,10 @@ fi
 
 # nccl-tests' headers.  A nccl.h of 2.28 or later makes nccl-tests include
 # nccl_device.h (device-API code; its host calls are weak symbols, unused
-# unless -D is given).  anyccl ships no nccl_device.h, and a pip NCCL may not
-# either: borrow one (the real NCCL's, else CUDA's), else fall back to a
-# wrapper nccl.h that reports 2.27 so that nccl-tests leaves that code out.
+# unless -D is given).  anyccl installs its own nccl_device.h (tried first);
+# for a library without one, borrow one (the real NCCL's, else CUDA's), else
+# fall back to a wrapper nccl.h that reports 2.27 so that nccl-tests leaves
+# that code out.
 # NT_HEADERS=auto|device|cap227 forces one.  Sets RC; the header set used goes
 # to $WORK/nt-<name>.hdr.
 NT_HEADERS=${NT_HEADERS:-auto}

@@ -1,0 +1,323 @@
+/*
+ * anyccl -- NCCL 2.28's device API: communicators, teams, windows.
+ *
+ * Written for anyccl from NCCL's published interface (names, prototypes,
+ * the public members of the structures); the layouts behind the public
+ * members and every inline function are anyccl's own. The types and the
+ * host functions are plain C (the library is C); sessions, cooperative
+ * groups and device functions need CUDA C++ (__CUDACC__).
+ *
+ * A window (ncclWindow_t) is a pointer to device memory holding the
+ * window's base on every rank of this rank's LSA team (the ranks of its
+ * host), so that ncclGetLsaPointer is one load and an add.
+ */
+#ifndef ANYCCL_NCCL_DEVICE_CORE_H
+#define ANYCCL_NCCL_DEVICE_CORE_H
+
+#include <nccl.h>
+#include <stddef.h>
+#include <stdint.h>
+#ifndef __cplusplus
+#include <stdbool.h>
+#endif
+
+/* Only anyccl's headers define this: a program can check which
+ * nccl_device.h it got. */
+#define ANYCCL_NCCL_DEVICE_API 22809
+
+#include "utility.h"
+#include "coop.h"
+
+/* Ranks of one LSA team (one host) a window can hold. */
+#define ANYCCL_DEV_MAX_LSA 64
+#define NCCL_GIN_MAX_CONTEXTS 4
+
+typedef uint32_t ncclDevResourceHandle;
+typedef ncclDevResourceHandle ncclDevResourceHandle_t;
+typedef uint32_t ncclGinSignal_t;
+typedef uint32_t ncclGinCounter_t;
+
+typedef struct ncclTeam {
+  int nRanks, rank, stride;
+} ncclTeam_t;
+
+#ifdef __cplusplus
+struct ncclTeamTagWorld {};
+struct ncclTeamTagLsa {};
+struct ncclTeamTagRail {};
+#endif
+
+typedef struct ncclMultimemHandle {
+  void* mcBasePtr; /* always NULL: anyccl creates no multicast objects */
+} ncclMultimemHandle_t;
+
+typedef struct ncclLsaBarrierHandle {
+  ncclDevResourceHandle_t bufHandle;
+  int nBarriers;
+} ncclLsaBarrierHandle_t;
+
+typedef struct ncclGinBarrierHandle {
+  ncclGinSignal_t signal0;
+  ncclDevResourceHandle_t bufHandle;
+} ncclGinBarrierHandle_t;
+
+typedef struct ncclLLA2AHandle {
+  ncclDevResourceHandle_t bufHandle;
+  uint32_t nSlots;
+} ncclLLA2AHandle_t;
+
+/* The device side of a window (device memory, read-only once made). */
+struct ncclWindow_vidmem {
+  char* localBase;                    /* == lsaBase[lsaRank] */
+  size_t size;
+  int lsaRank, lsaSize, worldRank, winFlags;
+  void* winHost;                      /* the library's record */
+  char* lsaBase[ANYCCL_DEV_MAX_LSA];  /* the window on each LSA peer, mapped here */
+};
+
+typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
+typedef struct ncclTeamRequirements ncclTeamRequirements_t;
+
+struct ncclDevCommRequirements {
+  ncclDevResourceRequirements_t* resourceRequirementsList;
+  ncclTeamRequirements_t* teamRequirementsList;
+
+  bool lsaMultimem; /* multicast on the LSA team: unsupported (ncclDevCommCreate says so) */
+
+  int barrierCount;        /* world barriers (ncclBarrierSession): LSA barrier + rail GIN barrier */
+  int lsaBarrierCount;
+  int railGinBarrierCount;
+
+  int lsaLLA2ABlockCount, lsaLLA2ASlotCount;
+
+  bool ginForceEnable;
+  int ginContextCount; /* a hint */
+  int ginSignalCount;  /* ids 0.. */
+  int ginCounterCount; /* ids 0.. */
+};
+
+struct ncclDevResourceRequirements {
+  ncclDevResourceRequirements_t* next;
+  size_t bufferSize, bufferAlign;
+  ncclDevResourceHandle_t* outBufferHandle; /* set by ncclDevCommCreate when non-NULL */
+  int ginSignalCount;
+  int ginCounterCount;
+  ncclGinSignal_t* outGinSignalStart;
+  ncclGinCounter_t* outGinCounterStart;
+};
+
+struct ncclTeamRequirements {
+  ncclTeamRequirements_t* next;
+  ncclTeam_t team;
+  bool multimem;
+  ncclMultimemHandle_t* outMultimemHandle;
+};
+
+/* Filled by ncclDevCommCreate; passed to kernels by value. */
+struct ncclDevComm {
+  int rank, nRanks;
+  uint32_t nRanks_rcp32;
+  int lsaRank, lsaSize;
+  uint32_t lsaSize_rcp32;
+
+  ncclWindow_t resourceWindow; /* the communicator's own resource buffer (barriers, signals, ...) */
+
+  ncclMultimemHandle_t lsaMultimem;
+  ncclLsaBarrierHandle_t lsaBarrier;
+  ncclGinBarrierHandle_t railGinBarrier;
+  ncclLLA2AHandle_t lsaLLA2A;
+
+  uint8_t ginContextCount;
+  uint32_t ginSignalBase; /* always 0: ids index the signal array directly */
+  int ginSignalCount;     /* all signals (the user's, then the resource requirements') */
+  uint32_t ginCounterBase;
+  int ginCounterCount;
+  uint64_t* ginSignalShadows; /* local memory, ginSignalCount */
+
+  /* anyccl's own */
+  ncclDevResourceHandle_t ginSignalsHandle;  /* uint64_t[ginSignalCount] in the resource buffer */
+  ncclDevResourceHandle_t ginCountersHandle; /* uint64_t[ginCounterCount] */
+  volatile uint32_t* abortFlag; /* host-mapped: ncclCommAbort sets it, every device wait watches it */
+  volatile uint32_t* errFlag;   /* host-mapped: a device wait that gave up reports here */
+  uint64_t timeoutNs;           /* bound of every device wait (ANYCCL_DEV_TIMEOUT) */
+  void* hostRecord;             /* the library's record (ncclDevCommDestroy) */
+};
+typedef struct ncclDevComm ncclDevComm_t;
+typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
+
+/* ---- host API (libnccl) ------------------------------------------------ */
+NCCL_EXTERN_C ncclTeam_t ncclTeamWorld(ncclComm_t comm);
+NCCL_EXTERN_C ncclTeam_t ncclTeamLsa(ncclComm_t comm);
+NCCL_EXTERN_C ncclTeam_t ncclTeamRail(ncclComm_t comm);
+NCCL_EXTERN_C int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
+NCCL_EXTERN_C int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
+NCCL_EXTERN_C ncclTeam_t pncclTeamWorld(ncclComm_t comm);
+NCCL_EXTERN_C ncclTeam_t pncclTeamLsa(ncclComm_t comm);
+NCCL_EXTERN_C ncclTeam_t pncclTeamRail(ncclComm_t comm);
+NCCL_EXTERN_C int pncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank);
+NCCL_EXTERN_C int pncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank);
+
+NCCL_EXTERN_C ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                                           ncclLsaBarrierHandle_t* outHandle,
+                                                           ncclDevResourceRequirements_t* outReq);
+NCCL_EXTERN_C ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                                           ncclGinBarrierHandle_t* outHandle,
+                                                           ncclDevResourceRequirements_t* outReq);
+NCCL_EXTERN_C int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+NCCL_EXTERN_C ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle,
+                                                      ncclDevResourceRequirements_t* outReq);
+NCCL_EXTERN_C ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                                            ncclLsaBarrierHandle_t* outHandle,
+                                                            ncclDevResourceRequirements_t* outReq);
+NCCL_EXTERN_C ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                                            ncclGinBarrierHandle_t* outHandle,
+                                                            ncclDevResourceRequirements_t* outReq);
+NCCL_EXTERN_C int pncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+NCCL_EXTERN_C ncclResult_t pncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle,
+                                                       ncclDevResourceRequirements_t* outReq);
+
+/* ---- teams (host and device) ------------------------------------------- */
+/* The world rank of member `peer` of team t, seen from a rank that is member
+ * t.rank of t and world rank `self`. */
+NCCL_HOST_DEVICE_INLINE int anycclTeamToWorld(int self, ncclTeam_t t, int peer) {
+  return self + (peer - t.rank) * t.stride;
+}
+
+/* Is member bPeer of team b a member of team a (both teams hold this rank)? */
+NCCL_HOST_DEVICE_INLINE bool ncclTeamRankIsMember(ncclTeam_t a, ncclTeam_t b, int bPeer) {
+  int d = (bPeer - b.rank) * b.stride; /* world distance from this rank */
+  if (a.stride == 0 || d % a.stride != 0) return false;
+  int r = a.rank + d / a.stride;
+  return r >= 0 && r < a.nRanks;
+}
+NCCL_HOST_DEVICE_INLINE int ncclTeamRankToTeam(ncclTeam_t a, ncclTeam_t b, int bPeer) {
+  int d = (bPeer - b.rank) * b.stride;
+  if (a.stride == 0 || d % a.stride != 0) return -1;
+  int r = a.rank + d / a.stride;
+  return r >= 0 && r < a.nRanks ? r : -1;
+}
+NCCL_HOST_DEVICE_INLINE ncclTeam_t ncclTeamInnerFactor(ncclTeam_t parent, int innerSize) {
+  ncclTeam_t t;
+  t.nRanks = innerSize;
+  t.rank = parent.rank % innerSize;
+  t.stride = parent.stride;
+  return t;
+}
+NCCL_HOST_DEVICE_INLINE ncclTeam_t ncclTeamOuterFactor(ncclTeam_t parent, int innerSize) {
+  ncclTeam_t t;
+  t.nRanks = parent.nRanks / innerSize;
+  t.rank = parent.rank / innerSize;
+  t.stride = parent.stride * innerSize;
+  return t;
+}
+/* The index'th member of parent that is not in subset (subset within parent). */
+NCCL_HOST_DEVICE_INLINE int ncclTeamRankInDifference(ncclTeam_t parent, ncclTeam_t subset, int index) {
+  for (int r = 0; r < parent.nRanks; r++) {
+    if (ncclTeamRankIsMember(subset, parent, r)) continue;
+    if (index-- == 0) return r;
+  }
+  return -1;
+}
+NCCL_HOST_DEVICE_INLINE size_t ncclGetResourceBufferOffset(ncclDevResourceHandle_t h) { return (size_t)h * 128; }
+
+#ifdef __cplusplus
+NCCL_HOST_DEVICE_INLINE ncclTeam ncclTeamWorld(ncclDevComm const& c) { return ncclTeam{c.nRanks, c.rank, 1}; }
+NCCL_HOST_DEVICE_INLINE ncclTeam ncclTeamLsa(ncclDevComm const& c) { return ncclTeam{c.lsaSize, c.lsaRank, 1}; }
+NCCL_HOST_DEVICE_INLINE ncclTeam ncclTeamRail(ncclDevComm const& c) {
+  return ncclTeam{c.nRanks / c.lsaSize, c.rank / c.lsaSize, c.lsaSize};
+}
+NCCL_HOST_DEVICE_INLINE ncclTeam ncclTeamWorld(ncclDevComm const& c, ncclTeamTagWorld) { return ncclTeamWorld(c); }
+NCCL_HOST_DEVICE_INLINE int ncclTeamRankToWorld(ncclDevComm const& c, ncclTeam t, int rank) {
+  return anycclTeamToWorld(c.rank, t, rank);
+}
+NCCL_HOST_DEVICE_INLINE int ncclTeamRankToLsa(ncclDevComm const& c, ncclTeam t, int rank) {
+  int lsa = anycclTeamToWorld(c.rank, t, rank) - (c.rank - c.lsaRank);
+  return lsa >= 0 && lsa < c.lsaSize ? lsa : -1;
+}
+#endif
+
+/* codes in errFlag (the cuda backend's error word; ncclCommGetAsyncError) */
+enum { ANYCCL_DEV_ERR_TIMEOUT = 16, ANYCCL_DEV_ERR_UNREACHABLE = 17 };
+
+/* ---- windows and pointers (device) --------------------------------------- */
+#if defined(__CUDACC__)
+NCCL_DEVICE_INLINE char* anycclWinLsaBase(ncclWindow_t w, int lsaPeer) {
+  return (char*)__ldg((const unsigned long long*)&w->lsaBase[lsaPeer]);
+}
+NCCL_DEVICE_INLINE void* ncclGetLocalPointer(ncclWindow_t w, size_t offset) {
+  return (char*)__ldg((const unsigned long long*)&w->localBase) + offset;
+}
+/* peer: a member of this rank's LSA team. */
+NCCL_DEVICE_INLINE void* ncclGetLsaPointer(ncclWindow_t w, size_t offset, int peer) {
+  return anycclWinLsaBase(w, peer) + offset;
+}
+/* peer: a world rank; NULL when it is not reachable by load/store. */
+NCCL_DEVICE_INLINE void* ncclGetPeerPointer(ncclWindow_t w, size_t offset, int peer) {
+  int lsaRank = __ldg(&w->lsaRank), lsaSize = __ldg(&w->lsaSize), world = __ldg(&w->worldRank);
+  int lsa = peer - (world - lsaRank);
+  return lsa >= 0 && lsa < lsaSize ? anycclWinLsaBase(w, lsa) + offset : nullptr;
+}
+NCCL_DEVICE_INLINE void* ncclGetPeerPointer(ncclWindow_t w, size_t offset, ncclTeam tm, int peer) {
+  return ncclGetPeerPointer(w, offset, anycclTeamToWorld(__ldg(&w->worldRank), tm, peer));
+}
+/* Multicast (NVLink SHARP) is not supported: these return NULL, and
+ * ncclDevCommCreate refuses lsaMultimem. */
+NCCL_DEVICE_INLINE void* ncclGetMultimemPointer(ncclWindow_t, size_t, ncclMultimemHandle) { return nullptr; }
+NCCL_DEVICE_INLINE void* ncclGetLsaMultimemPointer(ncclWindow_t, size_t, ncclDevComm const&) { return nullptr; }
+
+NCCL_DEVICE_INLINE void* ncclGetResourceBufferLocalPointer(ncclDevComm const& c, ncclDevResourceHandle h) {
+  return ncclGetLocalPointer(c.resourceWindow, ncclGetResourceBufferOffset(h));
+}
+NCCL_DEVICE_INLINE void* ncclGetResourceBufferLsaPointer(ncclDevComm const& c, ncclDevResourceHandle h, int peer) {
+  return ncclGetLsaPointer(c.resourceWindow, ncclGetResourceBufferOffset(h), peer);
+}
+NCCL_DEVICE_INLINE void* ncclGetResourceBufferPeerPointer(ncclDevComm const& c, ncclDevResourceHandle h, ncclTeam t,
+                                                          int peer) {
+  return ncclGetPeerPointer(c.resourceWindow, ncclGetResourceBufferOffset(h), t, peer);
+}
+NCCL_DEVICE_INLINE void* ncclGetResourceBufferMultimemPointer(ncclDevComm const&, ncclDevResourceHandle,
+                                                              ncclMultimemHandle) {
+  return nullptr;
+}
+NCCL_DEVICE_INLINE void* ncclGetResourceBufferLsaMultimemPointer(ncclDevComm const&, ncclDevResourceHandle) {
+  return nullptr;
+}
+
+/* ---- bounded device waits ----------------------------------------------- */
+
+NCCL_DEVICE_INLINE uint64_t anycclDevNow() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+NCCL_DEVICE_INLINE void anycclDevReport(ncclDevComm const& c, uint32_t err) {
+  if (c.errFlag) atomicCAS((unsigned int*)c.errFlag, 0u, err);
+}
+/* Called now and then by a spinning thread: true when it must stop waiting
+ * (abort, an earlier failure, or ANYCCL_DEV_TIMEOUT passed since *t0). */
+NCCL_DEVICE_INLINE bool anycclDevGiveUp(ncclDevComm const& c, uint64_t* t0) {
+  if (c.abortFlag && *c.abortFlag) return true;
+  if (c.errFlag && *c.errFlag) return true;
+  uint64_t now = anycclDevNow();
+  if (*t0 == 0) *t0 = now;
+  else if (c.timeoutNs && now - *t0 > c.timeoutNs) {
+    anycclDevReport(c, ANYCCL_DEV_ERR_TIMEOUT);
+    return true;
+  }
+  return false;
+}
+/* Wait until `least` is rolling-less-or-equal to *p (bits wide). */
+template <typename T>
+NCCL_DEVICE_INLINE T anycclDevWaitAtLeast(ncclDevComm const& c, T* p, T least, int bits = 8 * sizeof(T)) {
+  cuda::atomic_ref<T, cuda::thread_scope_system> ref(*p);
+  T m = bits >= (int)(8 * sizeof(T)) ? T(-1) : (T(1) << bits) - 1;
+  uint64_t t0 = 0;
+  for (uint32_t spins = 0;; spins++) {
+    T v = ref.load(cuda::memory_order_acquire);
+    if ((T)((v - least) & m) <= (m >> 1)) return v & m;
+    if ((spins & 1023) == 1023 && anycclDevGiveUp(c, &t0)) return v & m;
+  }
+}
+#endif /* __CUDACC__ */
+
+#endif

@@ -1,0 +1,86 @@
+/*
+ * anyccl -- NCCL 2.28's device API: barriers among the ranks of an LSA team
+ * (ranks whose memory this GPU reaches by load/store).
+ *
+ * Resource buffer of nBarriers barriers over a team of n ranks (uint32_t):
+ *   epoch[nBarriers]        this rank's count of completed syncs (local only)
+ *   inbox[nBarriers][n]     inbox[b][q]: epoch that rank q reached on barrier b
+ * arrive(): a release store of epoch+1 into every member's inbox[b][me];
+ * wait(): acquire loads of my inbox[b][q] until each reached epoch+1. Every
+ * wait is bounded (ANYCCL_DEV_TIMEOUT) and watches the abort flag.
+ * Written for anyccl from NCCL's published interface.
+ */
+#ifndef ANYCCL_NCCL_DEVICE_LSA_BARRIER_H
+#define ANYCCL_NCCL_DEVICE_LSA_BARRIER_H
+
+#include "core.h"
+
+#if defined(__CUDACC__)
+struct anycclAbsent {};
+
+template <typename Coop>
+struct ncclLsaBarrierSession {
+  Coop coop;
+  ncclDevComm const& comm;
+  ncclTeam team;
+  ncclLsaBarrierHandle handle;
+  int index;
+  bool active;
+  uint32_t epoch;
+
+  NCCL_DEVICE_INLINE uint32_t* state() const {
+    return (uint32_t*)ncclGetResourceBufferLocalPointer(comm, handle.bufHandle);
+  }
+  NCCL_DEVICE_INLINE ncclLsaBarrierSession(Coop c, ncclDevComm const& dc, ncclTeam t, ncclLsaBarrierHandle h,
+                                           uint32_t idx, bool multimem = false, ncclMultimemHandle mm = {})
+      : coop(c), comm(dc), team(t), handle(h), index((int)idx), active(true), epoch(0) {
+    if (multimem || index >= h.nBarriers || dc.resourceWindow == nullptr) {
+      /* multicast is unsupported; an index past the handle's count is a bug */
+      anycclDevReport(dc, ANYCCL_DEV_ERR_UNREACHABLE);
+      active = false;
+      return;
+    }
+    epoch = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(state()[index]).load(cuda::memory_order_relaxed);
+  }
+  NCCL_DEVICE_INLINE ncclLsaBarrierSession(Coop c, ncclDevComm const& dc, ncclTeamTagLsa, uint32_t idx,
+                                           bool multimem = false)
+      : ncclLsaBarrierSession(c, dc, ncclTeamLsa(dc), dc.lsaBarrier, idx, multimem, dc.lsaMultimem) {}
+  /* an absent member of ncclBarrierSession */
+  NCCL_DEVICE_INLINE ncclLsaBarrierSession(anycclAbsent, Coop c, ncclDevComm const& dc)
+      : coop(c), comm(dc), team{1, 0, 1}, handle{0, 0}, index(0), active(false), epoch(0) {}
+  ncclLsaBarrierSession(ncclLsaBarrierSession const&) = delete;
+  NCCL_DEVICE_INLINE ~ncclLsaBarrierSession() {
+    if (active && coop.thread_rank() == 0)
+      cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(state()[index]).store(epoch, cuda::memory_order_relaxed);
+  }
+
+  NCCL_DEVICE_INLINE void arrive(Coop, cuda::memory_order) {
+    if (!active) return;
+    coop.sync(); /* the coop's writes before the barrier come before the release below */
+    int n = team.nRanks;
+    for (int q = coop.thread_rank(); q < n; q += coop.size()) {
+      uint32_t* box = (uint32_t*)ncclGetResourceBufferPeerPointer(comm, handle.bufHandle, team, q);
+      if (box == nullptr) {
+        anycclDevReport(comm, ANYCCL_DEV_ERR_UNREACHABLE);
+        continue;
+      }
+      box += handle.nBarriers + index * n + team.rank;
+      cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*box).store(epoch + 1, cuda::memory_order_release);
+    }
+  }
+  NCCL_DEVICE_INLINE void wait(Coop, cuda::memory_order) {
+    if (!active) return;
+    int n = team.nRanks;
+    uint32_t* box = state() + handle.nBarriers + index * n;
+    for (int q = coop.thread_rank(); q < n; q += coop.size()) anycclDevWaitAtLeast<uint32_t>(comm, box + q, epoch + 1);
+    epoch++;
+    coop.sync();
+  }
+  NCCL_DEVICE_INLINE void sync(Coop c, cuda::memory_order ord) {
+    arrive(c, ord);
+    wait(c, ord);
+  }
+};
+#endif
+
+#endif

@@ -1,0 +1,494 @@
+/* The device API on the cuda backend, host side: windows (each rank's
+ * buffer mapped on every rank of its LSA team, the ranks of its host) and
+ * device communicators (a resource buffer per rank, itself a window, that
+ * holds barrier inboxes, GIN signals and counters, LL all-to-all lines and
+ * the program's own resource buffers). The device side is all inline, in
+ * include/nccl_device/.
+ *
+ * A window's device record (struct ncclWindow_vidmem) holds the window's
+ * address on every LSA peer as mapped here: the buffer itself on this rank,
+ * the peer's pointer for ranks of this process (peer access is on between
+ * the GPUs of a communicator), a CUDA IPC mapping of the peer's allocation
+ * plus the offset for ranks of other processes. Registration and device
+ * communicator creation are collective (a bootstrap all-gather); inside a
+ * group they run at its end (anycclGroupAddJob). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bootstrap.h"
+#include "checks.h"
+#include "comm.h"
+#include "cuda_exec.h"
+#include "param.h"
+#include "rt.h"
+#include "nccl_device/core.h"
+
+/* src/cuda/devcomm.cu (weak: absent from builds without the cuda backend) */
+__attribute__((weak)) int acuMemGetAddressRange(const void* p, void** base, size_t* size);
+
+#define WIN_MAGIC 0x616e79636357696eULL
+#define DEV_MAGIC 0x616e796363446576ULL
+
+/* ---- peer allocations opened through CUDA IPC, shared and counted --------- */
+struct ipcRef {
+  int dev;
+  unsigned char handle[64];
+  char* base;
+  int refs;
+  struct ipcRef* next;
+};
+static struct ipcRef* ipcRefs;
+static pthread_mutex_t ipcLock = PTHREAD_MUTEX_INITIALIZER;
+
+static int ipcOpen(int dev, const unsigned char* handle, char** base) {
+  int err = 0;
+  pthread_mutex_lock(&ipcLock);
+  struct ipcRef* r = ipcRefs;
+  while (r && !(r->dev == dev && memcmp(r->handle, handle, 64) == 0)) r = r->next;
+  if (r == NULL) {
+    void* p = NULL;
+    err = acuIpcOpenMemHandle(&p, handle);
+    if (err == 0 && (r = calloc(1, sizeof(*r))) == NULL) {
+      acuIpcCloseMemHandle(p);
+      err = 2 /* cudaErrorMemoryAllocation */;
+    }
+    if (err == 0) {
+      r->dev = dev;
+      memcpy(r->handle, handle, 64);
+      r->base = p;
+      r->next = ipcRefs;
+      ipcRefs = r;
+    }
+  }
+  if (err == 0) {
+    r->refs++;
+    *base = r->base;
+  }
+  pthread_mutex_unlock(&ipcLock);
+  return err;
+}
+
+static void ipcClose(char* base) {
+  pthread_mutex_lock(&ipcLock);
+  for (struct ipcRef** pr = &ipcRefs; *pr; pr = &(*pr)->next) {
+    struct ipcRef* r = *pr;
+    if (r->base != base) continue;
+    if (--r->refs == 0) {
+      acuIpcCloseMemHandle(r->base);
+      *pr = r->next;
+      free(r);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&ipcLock);
+}
+
+/* ---- the LSA team ------------------------------------------------------------ */
+static int gcd(int a, int b) {
+  while (b) {
+    int t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* Ranks in blocks of lsaSize consecutive ranks, each block on one host:
+ * lsaSize is the gcd of the hosts' rank counts, or 1 when the ranks of a
+ * host are not consecutive (as NCCL's). */
+void anycclLsaTeam(const struct ncclComm* comm, int* lsaSize, int* lsaRank) {
+  int n = comm->nRanks, g = 0;
+  for (int q = 0; q < n; q++) {
+    int first = 1, count = 0;
+    for (int p = 0; p < n; p++)
+      if (comm->peerInfo[p].hostHash == comm->peerInfo[q].hostHash) {
+        if (p < q) first = 0;
+        count++;
+      }
+    if (first) g = gcd(g, count);
+  }
+  if (g <= 0) g = 1;
+  for (int q = 0; q < n && g > 1; q++)
+    if (comm->peerInfo[q].hostHash != comm->peerInfo[q - q % g].hostHash) g = 1;
+  *lsaSize = g;
+  *lsaRank = comm->rank % g;
+}
+
+/* ---- windows ------------------------------------------------------------------- */
+struct anycclWin {
+  uint64_t magic;
+  struct ncclComm* comm;
+  struct ncclWindow_vidmem* dev; /* the handle the program gets */
+  struct ncclWindow_vidmem rec;  /* its content */
+  char* opened[ANYCCL_DEV_MAX_LSA];
+  struct anycclWin* next;
+};
+
+struct winMsg {
+  unsigned char ipc[64];
+  uint64_t offset, size, ptr;
+  int ipcOk, pad;
+};
+
+static void winFree(struct anycclWin* w) {
+  for (int i = 0; i < ANYCCL_DEV_MAX_LSA; i++)
+    if (w->opened[i]) ipcClose(w->opened[i]);
+  if (w->dev) acuFree(w->dev);
+  w->magic = 0;
+  free(w);
+}
+
+/* Collective over the communicator's ranks; comm->cudaDev is current. */
+static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, int flags, struct anycclWin** out) {
+  int n = comm->nRanks, lsaSize, lsaRank;
+  anycclLsaTeam(comm, &lsaSize, &lsaRank);
+  struct winMsg* all;
+  ANYCCL_CALLOC(all, n);
+  struct winMsg* me = &all[comm->rank];
+  void* base = NULL;
+  size_t range = 0;
+  me->ptr = (uint64_t)(uintptr_t)buff;
+  me->size = size;
+  if (acuMemGetAddressRange(buff, &base, &range) == 0 && acuIpcGetMemHandle(me->ipc, base) == 0) {
+    me->offset = (uint64_t)(buff - (char*)base);
+    me->ipcOk = 1;
+  }
+  ncclResult_t res = bootstrapAllGather(comm->bootstrap, all, sizeof(*all));
+  struct anycclWin* w = NULL;
+  if (res == ncclSuccess && lsaSize > ANYCCL_DEV_MAX_LSA) {
+    WARN("ncclCommWindowRegister: %d ranks share a host, more than this build's %d (ANYCCL_DEV_MAX_LSA)", lsaSize,
+         ANYCCL_DEV_MAX_LSA);
+    res = ncclInvalidUsage;
+  }
+  for (int q = 0; q < n && res == ncclSuccess; q++)
+    if (all[q].size != size && (flags & NCCL_WIN_COLL_SYMMETRIC)) {
+      /* every rank sees the same table: all fail alike */
+      WARN("ncclCommWindowRegister: NCCL_WIN_COLL_SYMMETRIC windows must have the same size on every rank: rank %d "
+           "registered %llu bytes, rank %d %zu", q, (unsigned long long)all[q].size, comm->rank, size);
+      res = ncclInvalidUsage;
+    }
+  if (res == ncclSuccess && (w = calloc(1, sizeof(*w))) == NULL) res = ncclSystemError;
+  if (res != ncclSuccess) goto fail;
+  w->magic = WIN_MAGIC;
+  w->comm = comm;
+  w->rec = (struct ncclWindow_vidmem){buff, size, lsaRank, lsaSize, comm->rank, flags, w, {0}};
+  for (int i = 0; i < lsaSize; i++) {
+    int q = comm->rank - lsaRank + i;
+    const struct winMsg* m = &all[q];
+    if (q == comm->rank) {
+      w->rec.lsaBase[i] = buff;
+    } else if (comm->peerInfo[q].processToken == comm->peerInfo[comm->rank].processToken) {
+      w->rec.lsaBase[i] = (char*)(uintptr_t)m->ptr;
+    } else if (!m->ipcOk) {
+      WARN("ncclCommWindowRegister: rank %d's buffer %p cannot be shared with other processes (CUDA IPC): allocate "
+           "it with ncclMemAlloc or cudaMalloc", q, (void*)(uintptr_t)m->ptr);
+      res = ncclInvalidUsage;
+      goto fail;
+    } else {
+      char* peerBase = NULL;
+      int e = ipcOpen(comm->cudaDev, m->ipc, &peerBase);
+      if (e != 0) {
+        WARN("ncclCommWindowRegister: mapping rank %d's buffer through CUDA IPC failed: %s (%d)", q, acuErrorString(e),
+             e);
+        res = ncclUnhandledCudaError;
+        goto fail;
+      }
+      w->opened[i] = peerBase;
+      w->rec.lsaBase[i] = peerBase + m->offset;
+    }
+  }
+  int e = acuMalloc((void**)&w->dev, sizeof(w->rec));
+  if (e == 0) e = acuMemcpyHtoD(w->dev, &w->rec, sizeof(w->rec));
+  if (e != 0) {
+    WARN("ncclCommWindowRegister: device memory for the window: %s (%d)", acuErrorString(e), e);
+    res = ncclUnhandledCudaError;
+    goto fail;
+  }
+  free(all);
+  *out = w;
+  return ncclSuccess;
+fail:
+  free(all);
+  if (w) winFree(w);
+  return res;
+}
+
+static void winLink(struct ncclComm* comm, struct anycclWin* w) {
+  pthread_mutex_lock(&comm->lock);
+  w->next = comm->windows;
+  comm->windows = w;
+  pthread_mutex_unlock(&comm->lock);
+}
+
+static struct anycclWin* winUnlink(struct ncclComm* comm, ncclWindow_t win) {
+  struct anycclWin* found = NULL;
+  pthread_mutex_lock(&comm->lock);
+  for (struct anycclWin** pw = &comm->windows; *pw; pw = &(*pw)->next)
+    if ((*pw)->dev == win) {
+      found = *pw;
+      *pw = found->next;
+      break;
+    }
+  pthread_mutex_unlock(&comm->lock);
+  return found;
+}
+
+struct winJob {
+  struct ncclComm* comm;
+  char* buff;
+  size_t size;
+  int flags;
+  ncclWindow_t* out;
+};
+
+static ncclResult_t winJobRun(void* arg) {
+  struct winJob* j = arg;
+  struct ncclComm* comm = j->comm;
+  int saved = -1;
+  acuGetDevice(&saved);
+  acuSetDevice(comm->cudaDev);
+  struct anycclWin* w = NULL;
+  ncclResult_t res = winCreate(comm, j->buff, j->size, j->flags, &w);
+  if (res == ncclSuccess) {
+    winLink(comm, w);
+    *j->out = w->dev;
+    INFO(NCCL_REG, "rank %d: window %p over %p (%zu bytes), LSA team of %d", comm->rank, (void*)w->dev, j->buff,
+         j->size, w->rec.lsaSize);
+  }
+  if (saved >= 0) acuSetDevice(saved);
+  free(j);
+  return res;
+}
+
+ncclResult_t anycclWindowRegister(struct ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
+  struct winJob* j;
+  ANYCCL_CALLOC(j, 1);
+  *j = (struct winJob){comm, buff, size, flags, win};
+  return anycclGroupAddJob(comm, winJobRun, j);
+}
+
+ncclResult_t anycclWindowDeregister(struct ncclComm* comm, ncclWindow_t win) {
+  struct anycclWin* w = win ? winUnlink(comm, win) : NULL;
+  if (w == NULL) {
+    WARN("ncclCommWindowDeregister: win %p was not returned by ncclCommWindowRegister on comm %p", (void*)win,
+         (void*)comm);
+    return ncclInvalidArgument;
+  }
+  int saved = -1;
+  acuGetDevice(&saved);
+  acuSetDevice(comm->cudaDev);
+  winFree(w);
+  if (saved >= 0) acuSetDevice(saved);
+  return ncclSuccess;
+}
+
+/* ---- device communicators ------------------------------------------------------- */
+struct anycclDevRec {
+  uint64_t magic;
+  struct ncclComm* comm;
+  char* res;              /* resource buffer (device) */
+  uint64_t* shadows;      /* GIN signal shadows (device) */
+  struct anycclWin* resWin;
+  struct anycclDevRec* next;
+};
+
+static void devRecFree(struct anycclDevRec* d) {
+  if (d->resWin) winFree(d->resWin);
+  if (d->res) acuFree(d->res);
+  if (d->shadows) acuFree(d->shadows);
+  d->magic = 0;
+  free(d);
+}
+
+/* One piece of the resource buffer. */
+static ncclResult_t place(size_t* top, size_t bytes, size_t align, ncclDevResourceHandle_t* handle) {
+  if (align < 128) align = 128;
+  if (align & (align - 1)) {
+    WARN("ncclDevCommCreate: bufferAlign %zu is not a power of two", align);
+    return ncclInvalidArgument;
+  }
+  size_t off = (*top + align - 1) & ~(align - 1);
+  if (off / 128 > UINT32_MAX) {
+    WARN("ncclDevCommCreate: resource buffers over 512 GB");
+    return ncclInvalidArgument;
+  }
+  if (handle) *handle = (ncclDevResourceHandle_t)(off / 128);
+  *top = off + bytes;
+  return ncclSuccess;
+}
+
+static int needsGin(const ncclDevCommRequirements_t* r) {
+  int gin = r->ginForceEnable || r->ginSignalCount > 0 || r->ginCounterCount > 0 || r->railGinBarrierCount > 0 ||
+            r->barrierCount > 0;
+  for (const ncclDevResourceRequirements_t* q = r->resourceRequirementsList; q; q = q->next)
+    gin |= q->ginSignalCount > 0 || q->ginCounterCount > 0;
+  return gin;
+}
+
+static ncclResult_t devCreate(struct ncclComm* comm, const ncclDevCommRequirements_t* r, ncclDevComm_t* out) {
+  int lsaSize, lsaRank;
+  anycclLsaTeam(comm, &lsaSize, &lsaRank);
+  ncclTeam_t lsa = {lsaSize, lsaRank, 1};
+  ncclTeam_t rail = {comm->nRanks / lsaSize, comm->rank / lsaSize, lsaSize};
+  /* The checks are the same on every rank: all ranks fail alike, before the exchange. */
+  if (r->lsaMultimem) {
+    WARN("ncclDevCommCreate: lsaMultimem: anyccl creates no multicast (NVLink SHARP) objects; leave it false and use "
+         "LSA pointers");
+    return ncclInvalidUsage;
+  }
+  for (const ncclTeamRequirements_t* t = r->teamRequirementsList; t; t = t->next)
+    if (t->multimem) {
+      WARN("ncclDevCommCreate: teamRequirementsList asks for multimem: anyccl creates no multicast objects");
+      return ncclInvalidUsage;
+    }
+  if (needsGin(r) && rail.nRanks > 1) {
+    WARN("ncclDevCommCreate: GIN (barrierCount, railGinBarrierCount, ginSignalCount, ginCounterCount, ginForceEnable) "
+         "across hosts is not implemented yet: this communicator spans %d hosts (LSA teams of %d ranks); use LSA "
+         "barriers and pointers, or keep the communicator on one host",
+         rail.nRanks, lsaSize);
+    return ncclInvalidUsage;
+  }
+  memset(out, 0, sizeof(*out));
+  out->rank = comm->rank;
+  out->nRanks = comm->nRanks;
+  out->nRanks_rcp32 = (uint32_t)(UINT32_MAX / (uint32_t)comm->nRanks + ((comm->nRanks & (comm->nRanks - 1)) == 0));
+  out->lsaRank = lsaRank;
+  out->lsaSize = lsaSize;
+  out->lsaSize_rcp32 = (uint32_t)(UINT32_MAX / (uint32_t)lsaSize + ((lsaSize & (lsaSize - 1)) == 0));
+
+  /* Layout: LSA barriers, rail barriers, LL all-to-all, the program's buffers, signals, counters. */
+  size_t top = 0;
+  ncclDevResourceRequirements_t req;
+  int nb = r->barrierCount > r->lsaBarrierCount ? r->barrierCount : r->lsaBarrierCount;
+  int nSignals = r->ginSignalCount > 0 ? r->ginSignalCount : 0;
+  int nCounters = r->ginCounterCount > 0 ? r->ginCounterCount : 0;
+  NCCLCHECK(ncclLsaBarrierCreateRequirement(lsa, nb, &out->lsaBarrier, &req));
+  NCCLCHECK(place(&top, req.bufferSize, req.bufferAlign, &out->lsaBarrier.bufHandle));
+  int nrb = r->barrierCount > r->railGinBarrierCount ? r->barrierCount : r->railGinBarrierCount;
+  NCCLCHECK(ncclGinBarrierCreateRequirement(comm, rail, nrb, &out->railGinBarrier, &req));
+  NCCLCHECK(place(&top, req.bufferSize, req.bufferAlign, &out->railGinBarrier.bufHandle));
+  out->railGinBarrier.signal0 = (ncclGinSignal_t)nSignals;
+  nSignals += req.ginSignalCount;
+  if (r->lsaLLA2ABlockCount > 0) {
+    NCCLCHECK(ncclLLA2ACreateRequirement(r->lsaLLA2ABlockCount, r->lsaLLA2ASlotCount, &out->lsaLLA2A, &req));
+    NCCLCHECK(place(&top, req.bufferSize, req.bufferAlign, &out->lsaLLA2A.bufHandle));
+  }
+  for (ncclDevResourceRequirements_t* q = r->resourceRequirementsList; q; q = q->next) {
+    ncclDevResourceHandle_t h;
+    NCCLCHECK(place(&top, q->bufferSize, q->bufferAlign, &h));
+    if (q->outBufferHandle) *q->outBufferHandle = h;
+    if (q->outGinSignalStart) *q->outGinSignalStart = (ncclGinSignal_t)nSignals;
+    if (q->outGinCounterStart) *q->outGinCounterStart = (ncclGinCounter_t)nCounters;
+    nSignals += q->ginSignalCount > 0 ? q->ginSignalCount : 0;
+    nCounters += q->ginCounterCount > 0 ? q->ginCounterCount : 0;
+  }
+  NCCLCHECK(place(&top, (size_t)nSignals * 8, 8, &out->ginSignalsHandle));
+  NCCLCHECK(place(&top, (size_t)nCounters * 8, 8, &out->ginCountersHandle));
+  size_t bytes = (top + 4095) & ~(size_t)4095;
+  out->ginContextCount = 1;
+  out->ginSignalCount = nSignals;
+  out->ginCounterCount = nCounters;
+
+  struct anycclDevRec* d;
+  ANYCCL_CALLOC(d, 1);
+  d->magic = DEV_MAGIC;
+  d->comm = comm;
+  ncclResult_t res = ncclSuccess;
+  int e = acuMalloc((void**)&d->res, bytes);
+  if (e == 0) e = acuMemsetD(d->res, 0, bytes);
+  if (e == 0 && nSignals > 0) e = acuMalloc((void**)&d->shadows, (size_t)nSignals * 8);
+  if (e == 0 && nSignals > 0) e = acuMemsetD(d->shadows, 0, (size_t)nSignals * 8);
+  if (e == 0) e = acuDeviceSynchronize();
+  if (e != 0) {
+    WARN("ncclDevCommCreate: %zu bytes of device memory for the resource buffer: %s (%d)", bytes, acuErrorString(e), e);
+    res = ncclUnhandledCudaError;
+  }
+  /* Every rank runs the exchange, also after a local failure (the others wait in it). */
+  ncclResult_t wr = winCreate(comm, d->res, bytes, NCCL_WIN_COLL_SYMMETRIC, &d->resWin);
+  if (res == ncclSuccess) res = wr;
+  /* Nobody writes into a peer's resource buffer before it is cleared and mapped everywhere. */
+  ncclResult_t br = bootstrapBarrier(comm->bootstrap, 0x7d31);
+  if (res == ncclSuccess) res = br;
+  if (res != ncclSuccess) {
+    devRecFree(d);
+    return res;
+  }
+  out->resourceWindow = d->resWin->dev;
+  out->ginSignalShadows = d->shadows;
+  out->abortFlag = comm->cuSharedDev ? &comm->cuSharedDev->abort : NULL;
+  out->errFlag = comm->cuSharedDev ? &comm->cuSharedDev->err : NULL;
+  int64_t devTimeout = anycclParamInt(PARAM_DEV_TIMEOUT);
+  if (devTimeout < 0) devTimeout = anycclParamInt(PARAM_OP_TIMEOUT);
+  out->timeoutNs = devTimeout > 0 ? (uint64_t)devTimeout * 1000000000ull : 0;
+  out->hostRecord = d;
+  pthread_mutex_lock(&comm->lock);
+  d->next = comm->devComms;
+  comm->devComms = d;
+  pthread_mutex_unlock(&comm->lock);
+  INFO(NCCL_INIT, "rank %d: device communicator, LSA team %d of %d, %d LSA barriers, %d signals, %d counters, "
+       "resource buffer %zu bytes", comm->rank, lsaRank, lsaSize, nb, nSignals, nCounters, bytes);
+  return ncclSuccess;
+}
+
+struct devJob {
+  struct ncclComm* comm;
+  ncclDevCommRequirements_t reqs;
+  ncclDevComm_t* out;
+};
+
+static ncclResult_t devJobRun(void* arg) {
+  struct devJob* j = arg;
+  int saved = -1;
+  acuGetDevice(&saved);
+  acuSetDevice(j->comm->cudaDev);
+  ncclResult_t res = devCreate(j->comm, &j->reqs, j->out);
+  if (saved >= 0) acuSetDevice(saved);
+  free(j);
+  return res;
+}
+
+ncclResult_t anycclDevCommCreate(struct ncclComm* comm, const ncclDevCommRequirements_t* reqs, ncclDevComm_t* out) {
+  struct devJob* j;
+  ANYCCL_CALLOC(j, 1);
+  *j = (struct devJob){comm, *reqs, out};
+  return anycclGroupAddJob(comm, devJobRun, j);
+}
+
+ncclResult_t anycclDevCommDestroy(struct ncclComm* comm, const ncclDevComm_t* dc) {
+  struct anycclDevRec* found = NULL;
+  pthread_mutex_lock(&comm->lock);
+  for (struct anycclDevRec** pd = &comm->devComms; *pd; pd = &(*pd)->next)
+    if (*pd == dc->hostRecord) {
+      found = *pd;
+      *pd = found->next;
+      break;
+    }
+  pthread_mutex_unlock(&comm->lock);
+  if (found == NULL) {
+    WARN("ncclDevCommDestroy: devComm %p was not made by ncclDevCommCreate on comm %p (or was destroyed)",
+         (const void*)dc, (void*)comm);
+    return ncclInvalidArgument;
+  }
+  int saved = -1;
+  acuGetDevice(&saved);
+  acuSetDevice(comm->cudaDev);
+  acuDeviceSynchronize(); /* kernels still using it (bounded: their waits watch abort and time) */
+  devRecFree(found);
+  if (saved >= 0) acuSetDevice(saved);
+  return ncclSuccess;
+}
+
+/* Communicator teardown (comm->cudaDev current). */
+void anycclDevFreeAll(struct ncclComm* comm) {
+  while (comm->devComms) {
+    struct anycclDevRec* d = comm->devComms;
+    comm->devComms = d->next;
+    devRecFree(d);
+  }
+  while (comm->windows) {
+    struct anycclWin* w = comm->windows;
+    comm->windows = w->next;
+    winFree(w);
+  }
+}
