@@ -193,6 +193,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   if (buff < (size_t)nslots * 4096) buff = (size_t)nslots * 4096;
   comm->nslots = nslots;
   comm->slotBytes = buff / nslots / 64 * 64;
+  if (comm->slotBytes > (1u << 30)) comm->slotBytes = 1u << 30; /* a slot's size word holds 32 bits of bytes */
   int nch = ANYCCL_MAX_CHANNELS;
   for (int i = 0; i < n; i++)
     if (comm->peerInfo[i].maxChannels < nch) nch = comm->peerInfo[i].maxChannels;
@@ -656,6 +657,7 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * a
     return ncclInvalidArgument;
   }
   ncclResult_t kernelErr = anycclCudaAsyncError(comm);
+  if (kernelErr == ncclSuccess) kernelErr = anycclCpuAsyncError(comm); /* a local peer reported a mismatch */
   if (kernelErr != ncclSuccess) anycclCommSetError(comm, kernelErr);
   *asyncError = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
   if (*asyncError != ncclInProgress) joinInit(comm);

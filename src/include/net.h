@@ -38,6 +38,8 @@ typedef struct {
   ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
   ncclResult_t (*deregMr)(void* comm, void* mhandle);
   ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request);
+  /* anyccl extension: once the message's header arrived, tags[0] holds the
+   * tag the sender passed to isend (the proxy checks operation tags with it) */
   ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                         void** request);
   /* done: 1 when complete; sizes[0]: bytes received (irecv) or sent */

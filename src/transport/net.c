@@ -29,6 +29,7 @@ struct netConn {
   void* listenComm;
   int channel;             /* ring channel (spreads listens over devices), -1: p2p */
   void* reqs[ANYCCL_MAX_SLOTS];
+  int tags[ANYCCL_MAX_SLOTS]; /* receive: the tag each message arrived with (the slot size word's high half) */
   uint64_t posted, done;
   uint64_t doneShared;     /* copy of done for other threads (atomic) */
   int closed;              /* the peer closed this connection normally */
@@ -58,7 +59,8 @@ static int progressSend(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
   while (nc->posted < tail) {
     int slot = nc->posted % c->nslots;
     void* req = NULL;
-    *err = p->net->isend(nc->netComm, c->buf + slot * c->slotBytes, c->ctrl->sizes[slot], 0, NULL, &req);
+    uint64_t word = c->ctrl->sizes[slot]; /* bytes | operation tag << 32 (transport.h) */
+    *err = p->net->isend(nc->netComm, c->buf + slot * c->slotBytes, (uint32_t)word, (int)(word >> 32), NULL, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
     nc->posted++;
@@ -85,9 +87,9 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     int slot = nc->posted % c->nslots;
     void* data = c->buf + slot * c->slotBytes;
     size_t size = c->slotBytes;
-    int tag = 0;
     void* req = NULL;
-    *err = p->net->irecv(nc->netComm, 1, &data, &size, &tag, NULL, &req);
+    nc->tags[slot] = 0;
+    *err = p->net->irecv(nc->netComm, 1, &data, &size, &nc->tags[slot], NULL, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
     nc->posted++;
@@ -103,7 +105,9 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
       nc->closed = 1;
       break;
     }
-    c->ctrl->sizes[slot] = got;
+    uint32_t tag = (uint32_t)nc->tags[slot];
+    c->ctrl->sizes[slot] = anycclSizeWord(got, tag);
+    if (tag == ANYCCL_TAG_POISON) anycclMismatchRemote(p->comm, c->peer, c->buf + slot * c->slotBytes, got);
     nc->done++;
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
     if (p->comm->bell) anycclBellRing(p->comm->bell);

@@ -63,6 +63,7 @@ struct req {
   size_t size; /* send: bytes; recv: room */
   size_t got;  /* bytes that arrived (recv) */
   int tag;
+  int* tagOut; /* receive: where the sender's tag goes (anyccl extension; may be NULL) */
   int pending; /* tasks not yet complete */
   struct msgHeader hdr;
   struct task tasks[MAX_SOCKS + 1];
@@ -189,6 +190,7 @@ static void taskDone(struct sockComm* c, struct task* t) {
   } else if (t->header && !c->isSend) {
     r->got = r->hdr.size;
     r->tag = r->hdr.tag;
+    if (r->tagOut) *r->tagOut = r->tag;
     if (r->got > r->size) {
       WARN("NET/Socket: message of %zu bytes arrived for a receive of %zu bytes", r->got, r->size);
       c->error = ncclInternalError;
@@ -498,6 +500,7 @@ static ncclResult_t netIrecv(void* comm, int n, void** data, size_t* sizes, int*
   if (r) {
     r->data = data[0];
     r->size = sizes[0];
+    r->tagOut = tags;
     struct task* t = &r->tasks[0];
     *t = (struct task){(char*)&r->hdr, sizeof(r->hdr), 0, r, 1, NULL};
     r->pending = 1;

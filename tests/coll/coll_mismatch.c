@@ -1,0 +1,280 @@
+/* Ranks that call a collective (or send/recv) with different arguments:
+ * every rank must end with ncclInvalidUsage (the call, stream sync or
+ * ncclCommGetAsyncError), nothing may be written outside any buffer, and
+ * ncclCommAbort must return promptly. Two ranks, as
+ *
+ *   coll_mismatch threads|procs|hosts CASE...   (CASE: a name below, or "all")
+ *
+ * threads: one process, a thread per rank; procs: a process per rank (shared
+ * memory, single-copy through IPC); hosts: a process per rank on two virtual
+ * hosts (NCCL_HOSTID: the network transport). Each case runs in a fresh
+ * process (its path depends on parameters read once), under alarm(). The
+ * "ok_" cases call matching operations and check the result. */
+#define _GNU_SOURCE
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { AR, BC, RD, AG, RS, A2A, GA, SC, SR };
+typedef struct {
+  const char* name;
+  int func;
+  size_t count[2];
+  ncclDataType_t type[2];
+  ncclRedOp_t op[2];
+  int root[2];
+  const char* env; /* "NAME=value" or NULL */
+} case_t;
+
+/* Paths at the defaults (slots of 128 KB, direct up to 32 KB, single-copy
+ * from 256 KB on one host; across hosts there is no single-copy). */
+static const case_t cases[] = {
+    {"ar_single", AR, {100000, 120000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"ar_direct_single", AR, {1000, 200000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"ar_ring_single", AR, {20000, 200000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"ar_ring", AR, {20000, 24000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"ar_direct", AR, {1000, 1200}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"ar_direct_ring", AR, {1000, 20000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"ar_type", AR, {1000, 1000}, {ncclFloat, ncclInt32}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"ar_op", AR, {1000, 1000}, {ncclFloat, ncclFloat}, {ncclSum, ncclMax}, {0, 0}, NULL},
+    {"ar_op_single", AR, {100000, 100000}, {ncclFloat, ncclFloat}, {ncclSum, ncclMax}, {0, 0}, NULL},
+    {"bc_chain", BC, {20000, 24000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"bc_direct", BC, {1000, 1200}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {1, 1}, NULL},
+    {"bc_single", BC, {100000, 120000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"rd_chain", RD, {20000, 24000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {1, 1}, NULL},
+    {"rd_root", RD, {20000, 20000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 1}, NULL},
+    {"ag_ring", AG, {10000, 12000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"rs_ring", RS, {10000, 12000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"a2a", A2A, {1000, 1200}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"a2a_single", A2A, {40000, 48000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"gather", GA, {1000, 1200}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"scatter", SC, {1000, 1200}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {1, 1}, NULL},
+    {"sendrecv", SR, {1000, 2000}, {ncclUint8, ncclUint8}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"sendrecv_prefix", SR, {3 << 17, 1 << 17}, {ncclUint8, ncclUint8}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    /* controls: the same calls on both ranks must succeed */
+    {"ok_single", AR, {100000, 100000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"ok_direct", AR, {1000, 1000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"ok_ring", AR, {20000, 20000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"ok_bc", BC, {20000, 20000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {1, 1}, NULL},
+    {"ok_sendrecv", SR, {3 << 17, 3 << 17}, {ncclUint8, ncclUint8}, {ncclSum, ncclSum}, {0, 0}, NULL},
+};
+#define NCASES (int)(sizeof(cases) / sizeof(cases[0]))
+#define GUARD_BYTES (4u << 20) /* past the larger count of any case */
+#define CASE_SECONDS 20
+
+static void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void fail(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("FAIL [pid %d] ", (int)getpid());
+  vprintf(fmt, ap);
+  printf("\n");
+  fflush(stdout);
+  va_end(ap);
+  _exit(1);
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static size_t tsize(ncclDataType_t t) { return t == ncclUint8 ? 1 : t == ncclFloat64 ? 8 : 4; }
+
+typedef struct {
+  unsigned char* base; /* guard | data | guard */
+  size_t bytes;        /* data bytes */
+} buf_t;
+
+static void bufAlloc(buf_t* b, size_t bytes) {
+  b->bytes = bytes;
+  if (cudaMalloc((void**)&b->base, bytes + 2 * GUARD_BYTES) != cudaSuccess) fail("cudaMalloc");
+  memset(b->base, 0xA5, bytes + 2 * GUARD_BYTES);
+}
+static unsigned char* bufData(buf_t* b) { return b->base + GUARD_BYTES; }
+static void bufCheck(buf_t* b, int rank, const char* what) {
+  const unsigned char* p = b->base;
+  for (size_t i = 0; i < GUARD_BYTES; i++)
+    if (p[i] != 0xA5) fail("rank %d: %s: byte %zu before the buffer was overwritten", rank, what, GUARD_BYTES - i);
+  p = b->base + GUARD_BYTES + b->bytes;
+  for (size_t i = 0; i < GUARD_BYTES; i++)
+    if (p[i] != 0xA5) fail("rank %d: %s: byte %zu past the end of the buffer was overwritten", rank, what, i);
+}
+
+/* One rank of a case: returns after every check passed (fail() otherwise). */
+static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
+  const int n = 2;
+  if (cudaSetDevice(rank) != cudaSuccess) fail("cudaSetDevice(%d)", rank);
+  ncclComm_t comm;
+  ncclResult_t r = ncclCommInitRank(&comm, n, *id, rank);
+  if (r != ncclSuccess) fail("rank %d: ncclCommInitRank: %s", rank, ncclGetErrorString(r));
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  size_t count = c->count[rank], es = tsize(c->type[rank]);
+  int mul = c->func == AG || c->func == A2A || (c->func == GA && c->root[rank] == rank) ? n : 1;
+  int smul = c->func == RS || c->func == A2A || (c->func == SC && c->root[rank] == rank) ? n : 1;
+  buf_t sb, rb;
+  bufAlloc(&sb, count * es * smul);
+  bufAlloc(&rb, count * es * mul);
+  unsigned char* s = bufData(&sb);
+  unsigned char* d = bufData(&rb);
+  /* inputs: element i of rank q is q + 1 + (i % 7) (exact in every type used) */
+  for (size_t i = 0; i < count * smul; i++) {
+    if (c->type[rank] == ncclFloat) ((float*)s)[i] = (float)(rank + 1 + i % 7);
+    else if (c->type[rank] == ncclInt32) ((int32_t*)s)[i] = (int32_t)(rank + 1 + i % 7);
+    else s[i] = (unsigned char)(rank + 1 + i % 7);
+  }
+  switch (c->func) {
+    case AR: r = ncclAllReduce(s, d, count, c->type[rank], c->op[rank], comm, stream); break;
+    case BC: r = ncclBroadcast(s, d, count, c->type[rank], c->root[rank], comm, stream); break;
+    case RD: r = ncclReduce(s, d, count, c->type[rank], c->op[rank], c->root[rank], comm, stream); break;
+    case AG: r = ncclAllGather(s, d, count, c->type[rank], comm, stream); break;
+    case RS: r = ncclReduceScatter(s, d, count, c->type[rank], c->op[rank], comm, stream); break;
+    case A2A: r = ncclAlltoAll(s, d, count, c->type[rank], comm, stream); break;
+    case GA: r = ncclGather(s, d, count, c->type[rank], c->root[rank], comm, stream); break;
+    case SC: r = ncclScatter(s, d, count, c->type[rank], c->root[rank], comm, stream); break;
+    case SR:
+      r = rank == 0 ? ncclSend(s, count, c->type[rank], 1, comm, stream) : ncclRecv(d, count, c->type[rank], 0, comm, stream);
+      break;
+  }
+  int control = strncmp(c->name, "ok_", 3) == 0;
+  if (r != ncclSuccess && (control || r != ncclInvalidUsage))
+    fail("rank %d: %s: the call returned %s", rank, c->name, ncclGetErrorString(r));
+  cudaStreamSynchronize(stream);
+  ncclResult_t async = ncclSuccess;
+  if (r == ncclSuccess) {
+    /* a rank whose part completed learns the mismatch from its peer */
+    double deadline = now() + (control ? 0.05 : 10);
+    do {
+      if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) fail("rank %d: ncclCommGetAsyncError failed", rank);
+      if (async != ncclSuccess) break;
+      usleep(1000);
+    } while (now() < deadline);
+    r = async;
+  }
+  if (control && r != ncclSuccess) fail("rank %d: %s: matching calls ended with %s", rank, c->name, ncclGetErrorString(r));
+  if (!control && r != ncclInvalidUsage)
+    fail("rank %d: %s: expected ncclInvalidUsage, got %s", rank, c->name, ncclGetErrorString(r));
+  bufCheck(&sb, rank, "send buffer");
+  bufCheck(&rb, rank, "receive buffer");
+  if (control) { /* the result, where this rank gets one */
+    for (size_t i = 0; i < count * mul; i++) {
+      double want, got = c->type[0] == ncclFloat ? ((float*)d)[i] : d[i];
+      if (c->func == AR) want = 3 + 2 * (double)(i % 7);
+      else if (c->func == BC) want = c->root[0] + 1 + (double)(i % 7);
+      else if (c->func == SR) want = rank == 1 ? (unsigned char)(1 + i % 7) : 0xA5;
+      else want = got;
+      if (got != want) fail("rank %d: %s: element %zu is %g, expected %g", rank, c->name, i, got, want);
+    }
+  }
+  double t0 = now();
+  if (control) r = ncclCommDestroy(comm);
+  else r = ncclCommAbort(comm);
+  if (r != ncclSuccess) fail("rank %d: ncclCommAbort/Destroy: %s", rank, ncclGetErrorString(r));
+  if (now() - t0 > 3) fail("rank %d: ncclCommAbort took %.1f s", rank, now() - t0);
+}
+
+typedef struct {
+  const case_t* c;
+  int rank;
+  ncclUniqueId id;
+} targ_t;
+static void* rankThread(void* p) {
+  targ_t* a = p;
+  rankRun(a->c, a->rank, &a->id);
+  return NULL;
+}
+
+/* One case in this process (a child of the driver). */
+static int runCase(const char* mode, const case_t* c) {
+  alarm(CASE_SECONDS);
+  ncclUniqueId id;
+  if (strcmp(mode, "threads") == 0) {
+    if (ncclGetUniqueId(&id) != ncclSuccess) fail("ncclGetUniqueId");
+    pthread_t th[2];
+    targ_t a[2];
+    for (int r = 0; r < 2; r++) {
+      a[r] = (targ_t){c, r, id};
+      pthread_create(&th[r], NULL, rankThread, &a[r]);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    return 0;
+  }
+  int fds[2];
+  if (pipe(fds) != 0) fail("pipe");
+  pid_t pids[2];
+  for (int r = 0; r < 2; r++) {
+    pids[r] = fork();
+    if (pids[r] < 0) fail("fork");
+    if (pids[r] == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (strcmp(mode, "hosts") == 0) setenv("NCCL_HOSTID", r == 0 ? "vhost0" : "vhost1", 1);
+      if (r == 0) {
+        if (ncclGetUniqueId(&id) != ncclSuccess) fail("ncclGetUniqueId");
+        if (write(fds[1], &id, sizeof(id)) != (ssize_t)sizeof(id)) fail("write id");
+      } else if (read(fds[0], &id, sizeof(id)) != (ssize_t)sizeof(id)) {
+        fail("read id");
+      }
+      rankRun(c, r, &id);
+      _exit(0);
+    }
+  }
+  int bad = 0;
+  for (int r = 0; r < 2; r++) {
+    int st;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      printf("FAIL %s %s: rank %d %s %d\n", mode, c->name, r, WIFEXITED(st) ? "exited with" : "was killed by signal",
+             WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+      bad = 1;
+    }
+  }
+  return bad;
+}
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc >= 4 && strcmp(argv[1], "case") == 0) { /* child: case MODE NAME */
+    for (int i = 0; i < NCASES; i++)
+      if (strcmp(cases[i].name, argv[3]) == 0) return runCase(argv[2], &cases[i]);
+    fail("no case %s", argv[3]);
+  }
+  if (argc < 3) {
+    fprintf(stderr, "usage: coll_mismatch threads|procs|hosts CASE...|all\n");
+    return 2;
+  }
+  int failed = 0, ran = 0;
+  double t0 = now();
+  for (int i = 0; i < NCASES; i++) {
+    int want = 0;
+    for (int a = 2; a < argc; a++) want |= strcmp(argv[a], "all") == 0 || strcmp(argv[a], cases[i].name) == 0;
+    if (!want) continue;
+    double t = now();
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (cases[i].env) putenv((char*)cases[i].env);
+      execl("/proc/self/exe", argv[0], "case", argv[1], cases[i].name, (char*)NULL);
+      _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    printf("%s %s %s (%.2f s)%s\n", ok ? "PASS" : "FAIL", argv[1], cases[i].name, now() - t,
+           WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? ": hung (alarm)" : "");
+    failed += !ok;
+    ran++;
+  }
+  printf("coll_mismatch %s: %d cases, %d failed, %.1f s\n", argv[1], ran, failed, now() - t0);
+  return failed || ran == 0 ? 1 : 0;
+}
