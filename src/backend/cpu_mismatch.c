@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "checks.h"
 #include "comm.h"
 #include "plan.h"
@@ -132,9 +133,12 @@ static void publish(struct ncclComm* comm, const char* text) {
 }
 
 /* Send `text` to every remote peer as a poisoned slot (executor thread:
- * the p2p send FIFOs are its own). A full FIFO skips that peer. */
+ * the p2p send FIFOs are its own). A full FIFO skips that peer. The report
+ * must leave before this rank's user aborts (an abort drops unsent slots and
+ * the peer would wait on): wait up to 1 s for the proxy to send it. */
 static void poisonRemotes(struct ncclComm* comm, const char* text) {
   size_t len = strlen(text) + 1;
+  int posted = 0;
   for (int q = 0; q < comm->nRanks && comm->p2pSend; q++) {
     struct anycclConn* c = &comm->p2pSend[q];
     if (q == comm->rank || !c->net || c->ctrl == NULL) continue;
@@ -144,6 +148,16 @@ static void poisonRemotes(struct ncclComm* comm, const char* text) {
     c->ctrl->sizes[c->step % c->nslots] = anycclSizeWord(n, ANYCCL_TAG_POISON);
     __atomic_store_n(&c->ctrl->tail, ++c->step, __ATOMIC_RELEASE);
     anycclBellRing(c->peerBell);
+    posted = 1;
+  }
+  for (double end = anycclNowSec() + 1; posted && anycclNowSec() < end;) {
+    posted = 0;
+    for (int q = 0; q < comm->nRanks; q++) {
+      struct anycclConn* c = &comm->p2pSend[q];
+      if (q != comm->rank && c->net && c->ctrl && __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) < c->step)
+        posted = 1;
+    }
+    if (posted) usleep(500);
   }
 }
 
@@ -151,6 +165,7 @@ static void poisonRemotes(struct ncclComm* comm, const char* text) {
 static void found(struct ncclComm* comm, const char* text) {
   if (warnOnce(comm))
     WARN("%s: the ranks called different operations; the communicator is in error (ncclCommAbort it)", text);
+  anycclCommSetError(comm, ncclInvalidUsage); /* before a peer's abort can make it a network error */
   publish(comm, text);
   poisonRemotes(comm, text);
 }
@@ -161,6 +176,7 @@ static void adopt(struct ncclComm* comm, int peer, const char* text) {
     WARN("rank %d: rank %d reports that the ranks called different operations: %s; the communicator is in error "
          "(ncclCommAbort it)",
          comm->rank, peer, text);
+  anycclCommSetError(comm, ncclInvalidUsage);
   publish(comm, text);
 }
 
@@ -182,7 +198,6 @@ void anycclMismatchRemote(struct ncclComm* comm, int peer, const char* text, siz
   memcpy(buf, text, n);
   buf[n] = '\0';
   adopt(comm, peer, buf);
-  anycclCommSetError(comm, ncclInvalidUsage);
   if (comm->bell) anycclBellRing(comm->bell);
 }
 

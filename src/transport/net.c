@@ -136,7 +136,8 @@ static void* proxyMain(void* arg) {
       progressed |= nc->send ? progressSend(p, nc, &err) : progressRecv(p, nc, &err);
     }
     if (err != ncclSuccess) {
-      if (!__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) {
+      /* (after a mismatch report the peers abort: no second WARN) */
+      if (!__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) && !__atomic_load_n(&comm->mismatchWarned, __ATOMIC_ACQUIRE)) {
         WARN("NET: rank %d lost its connection to a peer: %s; the communicator is in error (ncclCommAbort it)",
              comm->rank, ncclGetErrorString(err));
         anycclCommSetError(comm, err == ncclRemoteError ? ncclRemoteError : ncclSystemError);

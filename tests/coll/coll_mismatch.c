@@ -92,46 +92,58 @@ static double now(void) {
 
 static size_t tsize(ncclDataType_t t) { return t == ncclUint8 ? 1 : t == ncclFloat64 ? 8 : 4; }
 
+/* A buffer with guard regions: guard | data | guard, all in one cudaMalloc
+ * allocation (device memory on GPUs: filled and read with cudaMemcpy). */
 typedef struct {
-  unsigned char* base; /* guard | data | guard */
+  unsigned char* base;
   unsigned char* data;
-  size_t bytes;        /* data bytes */
+  size_t bytes; /* data bytes */
+  size_t total; /* allocation bytes */
 } buf_t;
 
-/* COLL_MISMATCH_HOSTMEM=1 (threads): exact-size malloc buffers without
- * guards instead, so that AddressSanitizer sees any write past them. */
+/* COLL_MISMATCH_HOSTMEM=1 (cpu backend, threads): exact-size malloc buffers
+ * without guards instead, so that AddressSanitizer sees any write past them. */
 static int hostMem(void) { return getenv("COLL_MISMATCH_HOSTMEM") != NULL; }
 
-static void bufAlloc(buf_t* b, size_t bytes) {
+static void bufAlloc(buf_t* b, size_t bytes, const unsigned char* init) {
   b->bytes = bytes;
-  if (hostMem()) {
-    if ((b->base = b->data = malloc(bytes ? bytes : 1)) == NULL) fail("malloc");
-    memset(b->base, 0xA5, bytes);
-    return;
-  }
-  if (cudaMalloc((void**)&b->base, bytes + 2 * GUARD_BYTES) != cudaSuccess) fail("cudaMalloc");
-  memset(b->base, 0xA5, bytes + 2 * GUARD_BYTES);
-  b->data = b->base + GUARD_BYTES;
+  size_t guard = hostMem() ? 0 : GUARD_BYTES;
+  b->total = bytes + 2 * guard;
+  unsigned char* h = malloc(b->total ? b->total : 1);
+  if (h == NULL) fail("malloc");
+  memset(h, 0xA5, b->total);
+  if (init) memcpy(h + guard, init, bytes);
+  if (hostMem()) b->base = malloc(b->total ? b->total : 1);
+  else if (cudaMalloc((void**)&b->base, b->total) != cudaSuccess) b->base = NULL;
+  if (b->base == NULL) fail("allocating %zu bytes", b->total);
+  b->data = b->base + guard;
+  if (cudaMemcpy(b->base, h, b->total, cudaMemcpyDefault) != cudaSuccess) fail("cudaMemcpy");
+  free(h);
 }
-static unsigned char* bufData(buf_t* b) { return b->data; }
 static void bufFree(buf_t* b) {
   if (hostMem()) free(b->base);
   else cudaFree(b->base);
 }
-static void bufCheck(buf_t* b, int rank, const char* what) {
-  if (hostMem()) return;
-  const unsigned char* p = b->base;
-  for (size_t i = 0; i < GUARD_BYTES; i++)
-    if (p[i] != 0xA5) fail("rank %d: %s: byte %zu before the buffer was overwritten", rank, what, GUARD_BYTES - i);
-  p = b->base + GUARD_BYTES + b->bytes;
-  for (size_t i = 0; i < GUARD_BYTES; i++)
-    if (p[i] != 0xA5) fail("rank %d: %s: byte %zu past the end of the buffer was overwritten", rank, what, i);
+/* The data, copied back; the guards must be untouched. */
+static unsigned char* bufCheck(buf_t* b, int rank, const char* what) {
+  unsigned char* h = malloc(b->total ? b->total : 1);
+  if (h == NULL || cudaMemcpy(h, b->base, b->total, cudaMemcpyDefault) != cudaSuccess) fail("cudaMemcpy back");
+  size_t guard = (size_t)(b->data - b->base);
+  for (size_t i = 0; i < guard; i++)
+    if (h[i] != 0xA5) fail("rank %d: %s: byte %zu before the buffer was overwritten", rank, what, guard - i);
+  for (size_t i = guard + b->bytes; i < b->total; i++)
+    if (h[i] != 0xA5)
+      fail("rank %d: %s: byte %zu past the end of the buffer was overwritten", rank, what, i - guard - b->bytes);
+  memmove(h, h + guard, b->bytes);
+  return h;
 }
 
 /* One rank of a case: returns after every check passed (fail() otherwise). */
 static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
   const int n = 2;
-  if (cudaSetDevice(rank) != cudaSuccess) fail("cudaSetDevice(%d)", rank);
+  int ndev = 0;
+  cudaGetDeviceCount(&ndev);
+  if (cudaSetDevice(ndev > 1 ? rank : 0) != cudaSuccess) fail("cudaSetDevice(%d)", rank);
   ncclComm_t comm;
   ncclResult_t r = ncclCommInitRank(&comm, n, *id, rank);
   if (r != ncclSuccess) fail("rank %d: ncclCommInitRank: %s", rank, ncclGetErrorString(r));
@@ -140,17 +152,18 @@ static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
   size_t count = c->count[rank], es = tsize(c->type[rank]);
   int mul = c->func == AG || c->func == A2A || (c->func == GA && c->root[rank] == rank) ? n : 1;
   int smul = c->func == RS || c->func == A2A || (c->func == SC && c->root[rank] == rank) ? n : 1;
-  buf_t sb, rb;
-  bufAlloc(&sb, count * es * smul);
-  bufAlloc(&rb, count * es * mul);
-  unsigned char* s = bufData(&sb);
-  unsigned char* d = bufData(&rb);
   /* inputs: element i of rank q is q + 1 + (i % 7) (exact in every type used) */
+  unsigned char* in = malloc(count * es * smul + 1);
   for (size_t i = 0; i < count * smul; i++) {
-    if (c->type[rank] == ncclFloat) ((float*)s)[i] = (float)(rank + 1 + i % 7);
-    else if (c->type[rank] == ncclInt32) ((int32_t*)s)[i] = (int32_t)(rank + 1 + i % 7);
-    else s[i] = (unsigned char)(rank + 1 + i % 7);
+    if (c->type[rank] == ncclFloat) ((float*)in)[i] = (float)(rank + 1 + i % 7);
+    else if (c->type[rank] == ncclInt32) ((int32_t*)in)[i] = (int32_t)(rank + 1 + i % 7);
+    else in[i] = (unsigned char)(rank + 1 + i % 7);
   }
+  buf_t sb, rb;
+  bufAlloc(&sb, count * es * smul, in);
+  bufAlloc(&rb, count * es * mul, NULL);
+  unsigned char* s = sb.data;
+  unsigned char* d = rb.data;
   switch (c->func) {
     case AR: r = ncclAllReduce(s, d, count, c->type[rank], c->op[rank], comm, stream); break;
     case BC: r = ncclBroadcast(s, d, count, c->type[rank], c->root[rank], comm, stream); break;
@@ -167,26 +180,35 @@ static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
   int control = strncmp(c->name, "ok_", 3) == 0;
   if (r != ncclSuccess && (control || r != ncclInvalidUsage))
     fail("rank %d: %s: the call returned %s", rank, c->name, ncclGetErrorString(r));
-  cudaStreamSynchronize(stream);
-  ncclResult_t async = ncclSuccess;
   if (r == ncclSuccess) {
-    /* a rank whose part completed learns the mismatch from its peer */
-    double deadline = now() + (control ? 0.05 : 10);
-    do {
+    /* NCCL's pattern: poll the stream and the communicator's async error; a
+     * rank whose part completed learns the mismatch from its peer. */
+    int idle = 0;
+    ncclResult_t async = ncclSuccess;
+    double deadline = now() + 10;
+    for (;;) {
+      if (!idle) idle = cudaStreamQuery(stream) == cudaSuccess;
       if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) fail("rank %d: ncclCommGetAsyncError failed", rank);
-      if (async != ncclSuccess) break;
+      if (async != ncclSuccess || (idle && control) || now() > deadline) break;
       usleep(1000);
-    } while (now() < deadline);
+    }
+    if (!idle && async == ncclSuccess) fail("rank %d: %s: the operation did not end in 10 s", rank, c->name);
     r = async;
   }
+  double t0 = now();
+  ncclResult_t fin = control && r == ncclSuccess ? ncclCommDestroy(comm) : ncclCommAbort(comm);
+  if (fin != ncclSuccess) fail("rank %d: ncclCommAbort/Destroy: %s", rank, ncclGetErrorString(fin));
+  if (now() - t0 > 3) fail("rank %d: ncclCommAbort took %.1f s", rank, now() - t0);
+  if (cudaStreamSynchronize(stream) != cudaSuccess) fail("rank %d: cudaStreamSynchronize after abort", rank);
+  /* guards first: a write outside a buffer is the worst outcome */
+  free(bufCheck(&sb, rank, "send buffer"));
+  unsigned char* out = bufCheck(&rb, rank, "receive buffer");
   if (control && r != ncclSuccess) fail("rank %d: %s: matching calls ended with %s", rank, c->name, ncclGetErrorString(r));
   if (!control && r != ncclInvalidUsage)
     fail("rank %d: %s: expected ncclInvalidUsage, got %s", rank, c->name, ncclGetErrorString(r));
-  bufCheck(&sb, rank, "send buffer");
-  bufCheck(&rb, rank, "receive buffer");
   if (control) { /* the result, where this rank gets one */
     for (size_t i = 0; i < count * mul; i++) {
-      double want, got = c->type[0] == ncclFloat ? ((float*)d)[i] : d[i];
+      double want, got = c->type[0] == ncclFloat ? ((float*)out)[i] : out[i];
       if (c->func == AR) want = 3 + 2 * (double)(i % 7);
       else if (c->func == BC) want = c->root[0] + 1 + (double)(i % 7);
       else if (c->func == SR) want = rank == 1 ? (unsigned char)(1 + i % 7) : 0xA5;
@@ -194,11 +216,8 @@ static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
       if (got != want) fail("rank %d: %s: element %zu is %g, expected %g", rank, c->name, i, got, want);
     }
   }
-  double t0 = now();
-  if (control) r = ncclCommDestroy(comm);
-  else r = ncclCommAbort(comm);
-  if (r != ncclSuccess) fail("rank %d: ncclCommAbort/Destroy: %s", rank, ncclGetErrorString(r));
-  if (now() - t0 > 3) fail("rank %d: ncclCommAbort took %.1f s", rank, now() - t0);
+  free(out);
+  free(in);
   bufFree(&sb);
   bufFree(&rb);
   cudaStreamDestroy(stream);
