@@ -5,6 +5,10 @@
  *
  *   coll_mismatch threads|procs|hosts CASE...   (CASE: a name below, or "all")
  *
+ * MISMATCH_NRANKS=N (default 2): rank 0 calls the first variant, every other
+ * rank the second; in hosts mode rank r is on virtual host r % 2, so that
+ * three ranks mix a local and a remote peer. Send/recv: rank 0 to rank 1.
+ *
  * threads: one process, a thread per rank; procs: a process per rank (shared
  * memory, single-copy through IPC); hosts: a process per rank on two virtual
  * hosts (NCCL_HOSTID: the network transport). Each case runs in a fresh
@@ -71,6 +75,12 @@ static const case_t cases[] = {
 #define NCASES (int)(sizeof(cases) / sizeof(cases[0]))
 #define GUARD_BYTES (4u << 20) /* past the larger count of any case */
 #define CASE_SECONDS 20
+#define MAX_RANKS 8
+static int nRanks(void) {
+  const char* e = getenv("MISMATCH_NRANKS");
+  int n = e ? atoi(e) : 2;
+  return n < 2 ? 2 : n > MAX_RANKS ? MAX_RANKS : n;
+}
 
 static void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void fail(const char* fmt, ...) {
@@ -140,7 +150,7 @@ static unsigned char* bufCheck(buf_t* b, int rank, const char* what) {
 
 /* One rank of a case: returns after every check passed (fail() otherwise). */
 static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
-  const int n = 2;
+  const int n = nRanks();
   int ndev = 0;
   cudaGetDeviceCount(&ndev);
   if (cudaSetDevice(ndev > 1 ? rank : 0) != cudaSuccess) fail("cudaSetDevice(%d)", rank);
@@ -149,14 +159,15 @@ static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
   if (r != ncclSuccess) fail("rank %d: ncclCommInitRank: %s", rank, ncclGetErrorString(r));
   cudaStream_t stream;
   cudaStreamCreate(&stream);
-  size_t count = c->count[rank], es = tsize(c->type[rank]);
-  int mul = c->func == AG || c->func == A2A || (c->func == GA && c->root[rank] == rank) ? n : 1;
-  int smul = c->func == RS || c->func == A2A || (c->func == SC && c->root[rank] == rank) ? n : 1;
+  const int v = rank == 0 ? 0 : 1; /* which variant this rank calls */
+  size_t count = c->count[v], es = tsize(c->type[v]);
+  int mul = c->func == AG || c->func == A2A || (c->func == GA && c->root[v] == rank) ? n : 1;
+  int smul = c->func == RS || c->func == A2A || (c->func == SC && c->root[v] == rank) ? n : 1;
   /* inputs: element i of rank q is q + 1 + (i % 7) (exact in every type used) */
   unsigned char* in = malloc(count * es * smul + 1);
   for (size_t i = 0; i < count * smul; i++) {
-    if (c->type[rank] == ncclFloat) ((float*)in)[i] = (float)(rank + 1 + i % 7);
-    else if (c->type[rank] == ncclInt32) ((int32_t*)in)[i] = (int32_t)(rank + 1 + i % 7);
+    if (c->type[v] == ncclFloat) ((float*)in)[i] = (float)(rank + 1 + i % 7);
+    else if (c->type[v] == ncclInt32) ((int32_t*)in)[i] = (int32_t)(rank + 1 + i % 7);
     else in[i] = (unsigned char)(rank + 1 + i % 7);
   }
   buf_t sb, rb;
@@ -165,16 +176,17 @@ static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
   unsigned char* s = sb.data;
   unsigned char* d = rb.data;
   switch (c->func) {
-    case AR: r = ncclAllReduce(s, d, count, c->type[rank], c->op[rank], comm, stream); break;
-    case BC: r = ncclBroadcast(s, d, count, c->type[rank], c->root[rank], comm, stream); break;
-    case RD: r = ncclReduce(s, d, count, c->type[rank], c->op[rank], c->root[rank], comm, stream); break;
-    case AG: r = ncclAllGather(s, d, count, c->type[rank], comm, stream); break;
-    case RS: r = ncclReduceScatter(s, d, count, c->type[rank], c->op[rank], comm, stream); break;
-    case A2A: r = ncclAlltoAll(s, d, count, c->type[rank], comm, stream); break;
-    case GA: r = ncclGather(s, d, count, c->type[rank], c->root[rank], comm, stream); break;
-    case SC: r = ncclScatter(s, d, count, c->type[rank], c->root[rank], comm, stream); break;
+    case AR: r = ncclAllReduce(s, d, count, c->type[v], c->op[v], comm, stream); break;
+    case BC: r = ncclBroadcast(s, d, count, c->type[v], c->root[v], comm, stream); break;
+    case RD: r = ncclReduce(s, d, count, c->type[v], c->op[v], c->root[v], comm, stream); break;
+    case AG: r = ncclAllGather(s, d, count, c->type[v], comm, stream); break;
+    case RS: r = ncclReduceScatter(s, d, count, c->type[v], c->op[v], comm, stream); break;
+    case A2A: r = ncclAlltoAll(s, d, count, c->type[v], comm, stream); break;
+    case GA: r = ncclGather(s, d, count, c->type[v], c->root[v], comm, stream); break;
+    case SC: r = ncclScatter(s, d, count, c->type[v], c->root[v], comm, stream); break;
     case SR:
-      r = rank == 0 ? ncclSend(s, count, c->type[rank], 1, comm, stream) : ncclRecv(d, count, c->type[rank], 0, comm, stream);
+      r = rank == 0 ? ncclSend(s, count, c->type[v], 1, comm, stream)
+          : rank == 1 ? ncclRecv(d, count, c->type[v], 0, comm, stream) : ncclSuccess;
       break;
   }
   int control = strncmp(c->name, "ok_", 3) == 0;
@@ -209,7 +221,7 @@ static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
   if (control) { /* the result, where this rank gets one */
     for (size_t i = 0; i < count * mul; i++) {
       double want, got = c->type[0] == ncclFloat ? ((float*)out)[i] : out[i];
-      if (c->func == AR) want = 3 + 2 * (double)(i % 7);
+      if (c->func == AR) want = n * (n + 1) / 2 + n * (double)(i % 7);
       else if (c->func == BC) want = c->root[0] + 1 + (double)(i % 7);
       else if (c->func == SR) want = rank == 1 ? (unsigned char)(1 + i % 7) : 0xA5;
       else want = got;
@@ -237,30 +249,32 @@ static void* rankThread(void* p) {
 /* One case in this process (a child of the driver). */
 static int runCase(const char* mode, const case_t* c) {
   alarm(CASE_SECONDS);
+  int n = nRanks();
   ncclUniqueId id;
   if (strcmp(mode, "threads") == 0) {
     if (ncclGetUniqueId(&id) != ncclSuccess) fail("ncclGetUniqueId");
-    pthread_t th[2];
-    targ_t a[2];
-    for (int r = 0; r < 2; r++) {
+    pthread_t th[MAX_RANKS];
+    targ_t a[MAX_RANKS];
+    for (int r = 0; r < n; r++) {
       a[r] = (targ_t){c, r, id};
       pthread_create(&th[r], NULL, rankThread, &a[r]);
     }
-    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
     return 0;
   }
   int fds[2];
   if (pipe(fds) != 0) fail("pipe");
-  pid_t pids[2];
-  for (int r = 0; r < 2; r++) {
+  pid_t pids[MAX_RANKS];
+  for (int r = 0; r < n; r++) {
     pids[r] = fork();
     if (pids[r] < 0) fail("fork");
     if (pids[r] == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (strcmp(mode, "hosts") == 0) setenv("NCCL_HOSTID", r == 0 ? "vhost0" : "vhost1", 1);
+      if (strcmp(mode, "hosts") == 0) setenv("NCCL_HOSTID", r % 2 == 0 ? "vhost0" : "vhost1", 1);
       if (r == 0) {
         if (ncclGetUniqueId(&id) != ncclSuccess) fail("ncclGetUniqueId");
-        if (write(fds[1], &id, sizeof(id)) != (ssize_t)sizeof(id)) fail("write id");
+        for (int q = 1; q < n; q++) /* one copy per reader (atomic: < PIPE_BUF) */
+          if (write(fds[1], &id, sizeof(id)) != (ssize_t)sizeof(id)) fail("write id");
       } else if (read(fds[0], &id, sizeof(id)) != (ssize_t)sizeof(id)) {
         fail("read id");
       }
@@ -269,7 +283,7 @@ static int runCase(const char* mode, const case_t* c) {
     }
   }
   int bad = 0;
-  for (int r = 0; r < 2; r++) {
+  for (int r = 0; r < n; r++) {
     int st;
     waitpid(pids[r], &st, 0);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
