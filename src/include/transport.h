@@ -50,8 +50,16 @@ struct anycclFifoCtrl {
  * lives in its segment right after the doorbell. */
 struct anycclXchg {
   uint64_t seq;              /* peer phase number this entry is for */
-  char pad0[ANYCCL_CACHELINE - 8];
-  uint64_t done;             /* peer phase number this rank has finished */
+  /* The collective this rank runs now, published by every collective phase
+   * (a seqlock: opVer is odd while the fields change), so that a waiting peer
+   * can tell that the ranks disagree (backend/cpu_mismatch.c). In seq's
+   * line: the single-copy exchange reads them with seq, at no extra miss. */
+  uint64_t opVer;
+  uint64_t opNum;            /* 1 + collectives this rank ran before it */
+  uint64_t opCount;
+  int32_t opFunc, opType, opRed, opRoot;
+  uint64_t failSeq;          /* peer phase this rank left without its handshake */
+  uint64_t done __attribute__((aligned(ANYCCL_CACHELINE))); /* peer phase number this rank has finished */
   char pad1[ANYCCL_CACHELINE - 8];
   int pid;
   int shareable;             /* handles below are valid (other processes can map) */
@@ -60,19 +68,12 @@ struct anycclXchg {
   size_t inOff, outOff;      /* offsets of in/out inside their allocations */
   uint64_t scalar;           /* this rank's PreMulSum scalar (ranks may differ) */
   cudaIpcMemHandle_t inH, outH;
-  /* The collective this rank runs now, published by every collective phase
-   * (a seqlock: opVer is odd while the fields change), so that a waiting peer
-   * can tell that the ranks disagree (backend/cpu_mismatch.c). */
-  uint64_t opVer __attribute__((aligned(ANYCCL_CACHELINE)));
-  uint64_t opNum;            /* 1 + collectives this rank ran before it */
-  uint64_t opCount;
-  int32_t opFunc, opType, opRed, opRoot;
-  uint64_t failSeq;          /* peer phase this rank left without its handshake */
   /* Set once this rank found that the ranks called different operations:
    * every local peer adopts it (ncclInvalidUsage). */
   uint32_t reported __attribute__((aligned(ANYCCL_CACHELINE)));
   char report[244];
 };
+_Static_assert(__builtin_offsetof(struct anycclXchg, failSeq) < ANYCCL_CACHELINE, "seq, the record, failSeq: one line");
 
 _Static_assert(64 + sizeof(struct anycclXchg) <= 4096, "a segment's header (bell, xchg) is 4 KiB");
 
