@@ -75,14 +75,16 @@ void anycclOpPublish(struct ncclComm* comm, struct anycclPhase* ph) {
   if (comm->peerBase == NULL) return;
   struct anycclXchg* x = anycclXchgOf(comm, comm->rank);
   uint64_t v = x->opVer;
+  /* fields stored with release after the odd version, loaded with acquire
+   * before the second version load: a seqlock without fences (x86: plain
+   * moves; ThreadSanitizer understands it) */
   __atomic_store_n(&x->opVer, v + 1, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  __atomic_store_n(&x->opNum, s.num, __ATOMIC_RELAXED);
-  __atomic_store_n(&x->opCount, s.count, __ATOMIC_RELAXED);
-  __atomic_store_n(&x->opFunc, s.func, __ATOMIC_RELAXED);
-  __atomic_store_n(&x->opType, s.type, __ATOMIC_RELAXED);
-  __atomic_store_n(&x->opRed, s.red, __ATOMIC_RELAXED);
-  __atomic_store_n(&x->opRoot, s.root, __ATOMIC_RELAXED);
+  __atomic_store_n(&x->opNum, s.num, __ATOMIC_RELEASE);
+  __atomic_store_n(&x->opCount, s.count, __ATOMIC_RELEASE);
+  __atomic_store_n(&x->opFunc, s.func, __ATOMIC_RELEASE);
+  __atomic_store_n(&x->opType, s.type, __ATOMIC_RELEASE);
+  __atomic_store_n(&x->opRed, s.red, __ATOMIC_RELEASE);
+  __atomic_store_n(&x->opRoot, s.root, __ATOMIC_RELEASE);
   __atomic_store_n(&x->opVer, v + 2, __ATOMIC_RELEASE);
 }
 
@@ -90,13 +92,12 @@ void anycclOpPublish(struct ncclComm* comm, struct anycclPhase* ph) {
 static int readSig(struct ncclComm* comm, int q, struct sig* s) {
   struct anycclXchg* x = anycclXchgOf(comm, q);
   uint64_t v1 = __atomic_load_n(&x->opVer, __ATOMIC_ACQUIRE);
-  s->num = __atomic_load_n(&x->opNum, __ATOMIC_RELAXED);
-  s->count = __atomic_load_n(&x->opCount, __ATOMIC_RELAXED);
-  s->func = __atomic_load_n(&x->opFunc, __ATOMIC_RELAXED);
-  s->type = __atomic_load_n(&x->opType, __ATOMIC_RELAXED);
-  s->red = __atomic_load_n(&x->opRed, __ATOMIC_RELAXED);
-  s->root = __atomic_load_n(&x->opRoot, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  s->num = __atomic_load_n(&x->opNum, __ATOMIC_ACQUIRE);
+  s->count = __atomic_load_n(&x->opCount, __ATOMIC_ACQUIRE);
+  s->func = __atomic_load_n(&x->opFunc, __ATOMIC_ACQUIRE);
+  s->type = __atomic_load_n(&x->opType, __ATOMIC_ACQUIRE);
+  s->red = __atomic_load_n(&x->opRed, __ATOMIC_ACQUIRE);
+  s->root = __atomic_load_n(&x->opRoot, __ATOMIC_ACQUIRE);
   uint64_t v2 = __atomic_load_n(&x->opVer, __ATOMIC_RELAXED);
   return v1 == v2 && !(v1 & 1) && s->num > 0;
 }
