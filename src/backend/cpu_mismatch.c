@@ -203,7 +203,9 @@ void anycclMismatchRemote(struct ncclComm* comm, int peer, const char* text, siz
 }
 
 ncclResult_t anycclCpuAsyncError(struct ncclComm* comm) {
-  if (comm->cuda || comm->peerBase == NULL) return ncclSuccess;
+  /* READY: init (which sets peerBase) has finished; FAILED: already in error */
+  if (__atomic_load_n(&comm->state, __ATOMIC_ACQUIRE) != COMM_READY || comm->cuda || comm->peerBase == NULL)
+    return ncclSuccess;
   char text[256];
   int q = peerReport(comm, text, sizeof(text));
   if (q < 0) return ncclSuccess;
