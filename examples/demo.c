@@ -97,8 +97,8 @@ static void runRank(int rank, ncclUniqueId id) {
   rep->dev = rank % perHost;
 
   CUDATRY(cudaGetDeviceCount(&rep->ndev));
-  FAIL_IF(rep->dev >= rep->ndev, "rank %d needs device %d but only %d devices are visible", rank, rep->dev,
-          rep->ndev);
+  FAIL_IF(rep->dev >= rep->ndev, "rank %d needs device %d but only %d devices are visible (ANYCCL_CPU_DEVICES=%d)",
+          rank, rep->dev, rep->ndev, perHost);
   CUDATRY(cudaSetDevice(rep->dev));
   struct cudaDeviceProp prop;
   CUDATRY(cudaGetDeviceProperties(&prop, rep->dev));

@@ -11,13 +11,17 @@
 const anycclParamInfo* anycclParamTable(int* count);
 const char* anycclParamValueText(anycclParamId id, char* buf, int len);
 
+static const char* backendName(anycclParamBackend b) {
+  return b == PARAM_FOR_CPU ? "cpu" : b == PARAM_FOR_CUDA ? "cuda" : "all";
+}
+
 static void printMarkdown(void) {
   int n;
   const anycclParamInfo* t = anycclParamTable(&n);
-  printf("| name | type | default | meaning |\n|---|---|---|---|\n");
+  printf("| name | backend | type | default | meaning |\n|---|---|---|---|---|\n");
   for (int i = 0; i < n; i++)
-    printf("| `%s` | %s | %s | %s |\n", t[i].name, t[i].type == PARAM_INT ? "int" : "string",
-           t[i].deflt[0] ? t[i].deflt : "(unset)", t[i].help);
+    printf("| `%s` | %s | %s | %s | %s |\n", t[i].name, backendName(t[i].backend),
+           t[i].type == PARAM_INT ? "int" : "string", t[i].deflt[0] ? t[i].deflt : "(unset)", t[i].help);
 }
 
 int main(int argc, char** argv) {
@@ -50,12 +54,12 @@ int main(int argc, char** argv) {
   }
   int n;
   const anycclParamInfo* t = anycclParamTable(&n);
-  printf("parameters:\n");
+  printf("parameters ([all]: every backend reads it; [cpu], [cuda]: that backend only):\n");
   for (int i = 0; i < n; i++) {
     char buf[256];
     anycclParamValueText((anycclParamId)i, buf, sizeof(buf));
-    printf("  %-26s = %-12s (default %s)\n      %s\n", t[i].name, buf[0] ? buf : "(unset)",
-           t[i].deflt[0] ? t[i].deflt : "(unset)", t[i].help);
+    printf("  %-26s = %-12s [%s] (default %s)\n      %s\n", t[i].name, buf[0] ? buf : "(unset)",
+           backendName(t[i].backend), t[i].deflt[0] ? t[i].deflt : "(unset)", t[i].help);
   }
   return 0;
 }

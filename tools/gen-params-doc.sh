@@ -34,7 +34,10 @@ generate() {
 
 Every parameter is read from the environment when it is first needed.
 Names follow NCCL where NCCL has the same knob; `ANYCCL_*` names are anyccl's
-own. `anyccl-info` prints the values in effect, with this help.
+own. `anyccl-info` prints the values in effect, with this help. The backend
+column says which backend reads a parameter: `all`, `cpu` (the cpu backend,
+or anyccl-cpu itself) or `cuda` (the cuda backend; the cpu backend ignores
+it). How to use them per backend: [tuning.md](tuning.md).
 
 HEAD
   # A clean environment, so that nothing set by the caller leaks into the table.

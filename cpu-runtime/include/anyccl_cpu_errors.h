@@ -53,7 +53,7 @@
   X(cudaErrorLaunchPendingCountExceeded, 69, "launch pending count exceeded") \
   X(cudaErrorInvalidDeviceFunction, 98, "invalid device function") \
   X(cudaErrorNoDevice, 100, "no CUDA-capable device is detected") \
-  X(cudaErrorInvalidDevice, 101, "invalid device ordinal") \
+  X(cudaErrorInvalidDevice, 101, "invalid device ordinal (anyccl-cpu: devices are 0 to ANYCCL_CPU_DEVICES-1)") \
   X(cudaErrorDeviceNotLicensed, 102, "device not licensed") \
   X(cudaErrorSoftwareValidityNotEstablished, 103, "software validity not established") \
   X(cudaErrorStartupFailure, 127, "startup failure") \

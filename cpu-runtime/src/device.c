@@ -192,7 +192,14 @@ CPURT_API cudaError_t cudaGetDeviceCount(int *count) {
 
 CPURT_API cudaError_t cudaSetDevice(int device) {
   cpurtInit();
-  if (!cpurtValidDevice(device)) return cpurtRet(cudaErrorInvalidDevice);
+  if (!cpurtValidDevice(device)) {
+    if (topoBusIds != NULL)
+      cpurtWarn("cudaSetDevice(%d): NCCL_TOPO_FILE gives this host %d devices (0 to %d)", device, ndev, ndev - 1);
+    else
+      cpurtWarn("cudaSetDevice(%d): this host has %d virtual devices (0 to %d); set ANYCCL_CPU_DEVICES for more "
+                "(up to %d)", device, ndev, ndev - 1, CPURT_MAX_DEVICES);
+    return cpurtRet(cudaErrorInvalidDevice);
+  }
   cpurtSelf()->device = device;
   return cudaSuccess;
 }

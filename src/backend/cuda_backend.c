@@ -299,7 +299,7 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   me->devSeg = comm->devSeg;
   me->devSegSize = comm->devSegSize;
   ACUCHECK(acuIpcGetMemHandle(&me->devIpc, comm->devSeg));
-  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+  NCCLCHECK(anycclPeerInfoExchange(comm));
 
   ANYCCL_CALLOC(comm->devPeerBase, n);
   ANYCCL_CALLOC(comm->devPeerIpc, n);
@@ -399,9 +399,12 @@ ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
            "counts, types or roots",
            comm->rank, (unsigned long long)comm->cuShared->expected, comm->cuShared->errPeer,
            (unsigned long long)comm->cuShared->got);
-    else
+    else if (comm->cuShared->errPeer >= 0)
       WARN("rank %d made no progress for %lld s waiting for rank %d (ANYCCL_OP_TIMEOUT): a peer is gone or did not "
            "call the same operation", comm->rank, (long long)comm->opTimeoutSec, comm->cuShared->errPeer);
+    else /* an LL wait: the line's sender is not tracked */
+      WARN("rank %d made no progress for %lld s waiting for a peer's data (ANYCCL_OP_TIMEOUT): a peer is gone or "
+           "did not call the same operation", comm->rank, (long long)comm->opTimeoutSec);
   }
   return err == ACU_ERR_SIZE ? ncclInvalidUsage : ncclSystemError;
 }

@@ -14,6 +14,10 @@ static const char* unknownError(int e) { return "unknown error"; }
 
 static void* lookup(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 
+/* cuda backend: IPC in the table's shape (src/onesided uses it) */
+static int cuIpcGet(cudaIpcMemHandle_t* h, void* p) { return acuIpcGetMemHandle(h, p); }
+static int cuIpcOpen(void** p, cudaIpcMemHandle_t h, unsigned flags) { return acuIpcOpenMemHandle(p, &h); }
+
 static void rtLoad(void) {
   struct anycclRt rt = {0};
   rt.getErrorString = unknownError;
@@ -41,6 +45,18 @@ static void rtLoad(void) {
     *(void**)&rt.eventDestroy = (void*)acuEventDestroy;
     *(void**)&rt.streamGetDevice = (void*)acuStreamGetDevice;
     *(void**)&rt.streamIsCapturing = (void*)acuStreamIsCapturing;
+    if (acuMemcpyAsync != NULL) { /* one-sided layer (absent in an older rt.cu) */
+      rt.ipcGetMemHandle = cuIpcGet;
+      rt.ipcOpenMemHandle = cuIpcOpen;
+      rt.ipcCloseMemHandle = acuIpcCloseMemHandle;
+      rt.memcpy = acuMemcpy;
+      *(void**)&rt.memcpyAsync = (void*)acuMemcpyAsync;
+      *(void**)&rt.streamCreateNonBlocking = (void*)acuStreamCreateNonBlocking;
+      *(void**)&rt.streamDestroy = (void*)acuStreamDestroy;
+      *(void**)&rt.eventQuery = (void*)acuEventQuery;
+      rt.hostAllocMapped = acuHostAllocMapped;
+      rt.freeHost = acuFreeHost;
+    }
     anycclRt = rt;
     return;
   } else if (lookup("cudaLaunchHostFunc") != NULL) {

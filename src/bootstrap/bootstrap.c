@@ -13,7 +13,8 @@
  * Every accepted connection must present the magic and a sane header within
  * BS_HELLO_MS, or it is dropped; reading is incremental and driven by poll, so
  * a silent or slow connection never holds up the others. Every wait is bounded
- * by ANYCCL_BOOTSTRAP_TIMEOUT and watches the abort flags. */
+ * by ANYCCL_BOOTSTRAP_TIMEOUT (by default ANYCCL_OP_TIMEOUT) and watches the
+ * abort flags. */
 #include "bootstrap.h"
 
 #include <errno.h>
@@ -30,41 +31,21 @@
 #include "debug.h"
 #include "param.h"
 #include "socket.h"
+#include "wire.h"
 
 #define BS_HELLO_MS 2000        /* a new connection must send a valid header within this */
 #define BS_MAX_PENDING 64       /* unverified connections kept at once per listener */
-#define BS_MAX_MSG (1 << 30)    /* sanity bound on a message's size */
 #define BS_HINT_ROOT                                                                             \
   "Check that the process that created the unique id (or rank 0, with NCCL_COMM_ID) is running " \
   "and reachable from this host, that NCCL_SOCKET_IFNAME / NCCL_COMM_ID name the right "       \
-  "interface, and that no firewall blocks the port; ANYCCL_BOOTSTRAP_TIMEOUT sets the wait (s)."
+  "interface, and that no firewall blocks the port; ANYCCL_BOOTSTRAP_TIMEOUT (default: ANYCCL_OP_TIMEOUT) sets the wait (s)."
 #define BS_HINT_PEER                                                                          \
   "Check that the peer is alive and that its bootstrap interface (NCCL_SOCKET_IFNAME) is "    \
-  "reachable from this host; ANYCCL_BOOTSTRAP_TIMEOUT sets the wait (s)."
+  "reachable from this host; ANYCCL_BOOTSTRAP_TIMEOUT (default: ANYCCL_OP_TIMEOUT) sets the wait (s)."
 
-enum { KIND_HELLO = 1, KIND_P2P = 2, KIND_ALLGATHER = 3, KIND_BARRIER = 4 };
-
-struct bsHandle {
-  uint64_t magic;
-  union ncclSocketAddress addr;
-};
-_Static_assert(sizeof(struct bsHandle) <= NCCL_UNIQUE_ID_BYTES, "handle must fit in ncclUniqueId");
-
-struct bsHdr {
-  uint64_t magic;
-  int32_t rank;
-  int32_t kind;
-  int32_t tag;  /* HELLO: nranks */
-  int32_t size; /* payload bytes */
-};
-
-struct bsRootReply {
-  uint64_t magic;
-  int32_t status; /* ncclResult_t */
-  int32_t nranks;
-  union ncclSocketAddress next;
-  char msg[200];
-};
+/* The wire structs and their checks: wire.h, wire.c. */
+enum { KIND_HELLO = BS_KIND_HELLO, KIND_P2P = BS_KIND_P2P, KIND_ALLGATHER = BS_KIND_ALLGATHER,
+       KIND_BARRIER = BS_KIND_BARRIER };
 
 /* ---- process-wide: the bootstrap interface and NCCL_COMM_ID -------------- */
 
@@ -146,10 +127,13 @@ const char* bootstrapIfName(void) {
   return bsIfText;
 }
 
-static int64_t bsTimeoutMs(void) {
+int64_t bootstrapTimeoutMs(void) {
   int64_t s = anycclParamInt(PARAM_BOOTSTRAP_TIMEOUT);
-  return s <= 0 ? -1 : s * 1000; /* 0 or less: no bound */
+  if (s < 0) s = anycclParamInt(PARAM_OP_TIMEOUT); /* the default: one bound for everything */
+  return s <= 0 ? -1 : s * 1000;                  /* 0: no bound */
 }
+
+static int64_t bsTimeoutMs(void) { return bootstrapTimeoutMs(); }
 
 /* ---- endpoint: a listener, its accepted connections, the message queue -- */
 
@@ -183,6 +167,7 @@ struct bsEndpoint {
   struct pollfd* pfds;
   struct bsConn** pconns;
   int pcap;
+  char* gone; /* ranks: [peer] = its connection to us closed (it exited or closed its state) */
 };
 
 enum { CONN_KEEP = 0, CONN_DROP = 1, CONN_DETACH = 2 };
@@ -210,8 +195,10 @@ static void epDestroy(struct bsEndpoint* ep) {
   ep->head = ep->tail = NULL;
   free(ep->pfds);
   free(ep->pconns);
+  free(ep->gone);
   ep->pfds = NULL;
   ep->pconns = NULL;
+  ep->gone = NULL;
 }
 
 /* First queued message matching (peer, kind, tag); peer/tag -1 = any. */
@@ -226,23 +213,6 @@ static struct bsMsg* epTake(struct bsEndpoint* ep, int peer, int kind, int tag, 
   if (ep->tail == m) ep->tail = prev;
   m->next = NULL;
   return m;
-}
-
-static int epHeaderSane(struct bsEndpoint* ep, struct bsConn* c, char* why, size_t whyLen) {
-  const struct bsHdr* h = &c->hdr;
-  if (ep->rootMode) {
-    if (h->kind == KIND_HELLO && h->size == (int)sizeof(union ncclSocketAddress) && h->tag > 0 && h->rank >= 0 &&
-        h->rank < h->tag)
-      return 1;
-    snprintf(why, whyLen, "bad hello (rank %d, nranks %d, kind %d, size %d)", h->rank, h->tag, h->kind, h->size);
-    return 0;
-  }
-  if ((h->kind == KIND_P2P || h->kind == KIND_ALLGATHER || h->kind == KIND_BARRIER) && h->rank >= 0 &&
-      h->rank < ep->nranks && h->size >= 0 && h->size <= BS_MAX_MSG && (c->peer < 0 || c->peer == h->rank))
-    return 1;
-  snprintf(why, whyLen, "bad header (rank %d, kind %d, tag %d, size %d%s)", h->rank, h->kind, h->tag, h->size,
-           c->peer >= 0 && c->peer != h->rank ? ", not the rank that opened the connection" : "");
-  return 0;
 }
 
 /* Read what is available on one connection; queue complete messages. */
@@ -264,12 +234,14 @@ static int epReadConn(struct bsEndpoint* ep, struct bsConn* c) {
         return CONN_DROP;
       }
       if (c->hdrOff < sizeof(c->hdr)) return CONN_KEEP;
-      if (c->hdr.magic != ep->magic) {
+      int hs = bsParseHeader(&c->hdr, sizeof(c->hdr), ep->magic, ep->rootMode, ep->nranks, c->peer, &c->hdr, why,
+                             sizeof(why));
+      if (hs == BS_HDR_WRONG_MAGIC) {
         WARN("Bootstrap %s: dropped connection from %s: wrong magic (not a member of this communicator, or not "
              "anyccl; is another job using the same address?)", ep->who, name);
         return CONN_DROP;
       }
-      if (!epHeaderSane(ep, c, why, sizeof(why))) {
+      if (hs != BS_HDR_OK) {
         WARN("Bootstrap %s: dropped connection from %s: %s", ep->who, name, why);
         return CONN_DROP;
       }
@@ -385,6 +357,7 @@ static ncclResult_t epPoll(struct bsEndpoint* ep, int extraFd, short extraEvents
     int st = epReadConn(ep, c);
     if (st != CONN_KEEP) {
       if (c->peer < 0) ep->npending--;
+      else if (st == CONN_DROP && ep->gone) ep->gone[c->peer] = 1; /* no more messages from it */
       c->peer = st == CONN_DROP ? -2 : -3; /* marks for the sweep below */
     }
   }
@@ -458,7 +431,12 @@ static void rootFail(struct bsRoot* root, int status) {
 
 static void rootHello(struct bsRoot* root, struct bsMsg* m) {
   int rank = m->peer, nranks = m->tag;
-  char name[NCCL_SOCKET_NAME_MAXLEN];
+  char name[NCCL_SOCKET_NAME_MAXLEN], why[160];
+  if (wireParseAddr(m->data, m->size, (union ncclSocketAddress*)m->data, why, sizeof(why)) != ncclSuccess) {
+    WARN("Bootstrap %s: dropped the hello of rank %d from %s: %s", root->ep.who, rank,
+         ncclSocketToString(&m->sock.addr, name), why);
+    return; /* the caller closes the connection */
+  }
   if (root->failed) {
     rootReply(root, &m->sock, root->failed, NULL);
     return;
@@ -634,9 +612,15 @@ struct bootstrapState {
   struct bsEndpoint ep; /* under recvLock */
 };
 
+/* A flag of the calling thread's own (bootstrapSetCallAbort). */
+static __thread volatile uint32_t* bsCallAbort;
+
+void bootstrapSetCallAbort(volatile uint32_t* flag) { bsCallAbort = flag; }
+
 static int bsAborted(struct bootstrapState* s) {
   return (s->abortFlag && __atomic_load_n(s->abortFlag, __ATOMIC_ACQUIRE)) ||
-         __atomic_load_n(&s->localAbort, __ATOMIC_ACQUIRE);
+         __atomic_load_n(&s->localAbort, __ATOMIC_ACQUIRE) ||
+         (bsCallAbort && __atomic_load_n(bsCallAbort, __ATOMIC_ACQUIRE));
 }
 
 static const char* kindName(int kind) {
@@ -736,6 +720,13 @@ static ncclResult_t bsRecvMsg(struct bootstrapState* s, int peer, int kind, int 
       res = ncclInternalError;
       break;
     }
+    if (s->ep.gone[peer]) {
+      WARN("Bootstrap: rank %d was waiting for %s from rank %d (tag %d), but rank %d closed its connection: it "
+           "exited, crashed or destroyed its communicator",
+           s->rank, kindName(kind), peer, tag, peer);
+      res = ncclRemoteError;
+      break;
+    }
     int64_t left = ncclSocketRemainingMs(deadline);
     if (left == 0) {
       WARN("Bootstrap: rank %d timed out after %lld s waiting for %s from rank %d (tag %d); is rank %d alive and at "
@@ -833,7 +824,7 @@ static ncclResult_t joinRoot(struct bootstrapState* s, const struct bsHandle* ha
       INFO(NCCL_BOOTSTRAP, "Bootstrap: rank %d: init aborted while waiting for the root", s->rank);
     else if (sock.err == ncclSocketErrTimedOut)
       WARN("Bootstrap: rank %d: no answer from the root at %s within %lld s: not all %d ranks joined. Check that "
-           "every rank calls init with the same id and nranks; ANYCCL_BOOTSTRAP_TIMEOUT sets the wait (s).",
+           "every rank calls init with the same id and nranks; ANYCCL_BOOTSTRAP_TIMEOUT (default: ANYCCL_OP_TIMEOUT) sets the wait (s).",
            s->rank, rootName, (long long)(s->timeoutMs / 1000), s->nranks);
     else
       WARN("Bootstrap: rank %d: the root at %s dropped the connection (%s); did the root process exit, or does the "
@@ -841,15 +832,16 @@ static ncclResult_t joinRoot(struct bootstrapState* s, const struct bsHandle* ha
     if (res == ncclRemoteError || sock.err == ncclSocketErrClosed) res = ncclRemoteError;
     goto out;
   }
-  if (reply.magic != s->magic) {
-    WARN("Bootstrap: rank %d: %s answered with the wrong magic; it is not this communicator's root", s->rank, rootName);
-    res = ncclRemoteError;
-    goto out;
-  }
-  if (reply.status != ncclSuccess) {
-    reply.msg[sizeof(reply.msg) - 1] = '\0';
-    WARN("Bootstrap: rank %d: the root at %s refused this communicator: %s", s->rank, rootName, reply.msg);
-    res = reply.status > ncclSuccess && reply.status < ncclNumResults ? (ncclResult_t)reply.status : ncclRemoteError;
+  char why[240];
+  res = bsParseRootReply(&reply, sizeof(reply), s->magic, s->nranks, &reply, why, sizeof(why));
+  if (res != ncclSuccess) {
+    if (reply.magic != s->magic)
+      WARN("Bootstrap: rank %d: %s answered with the wrong magic; it is not this communicator's root", s->rank,
+           rootName);
+    else if (reply.status != ncclSuccess)
+      WARN("Bootstrap: rank %d: the root at %s refused this communicator: %s", s->rank, rootName, why);
+    else
+      WARN("Bootstrap: rank %d: the root at %s sent a malformed answer: %s", s->rank, rootName, why);
     goto out;
   }
   s->peerAddrs[(s->rank + 1) % s->nranks] = reply.next;
@@ -870,9 +862,9 @@ ncclResult_t bootstrapInit(const ncclUniqueId* id, int rank, int nranks, volatil
   NCCLCHECK(bsNetInit());
   int64_t start = ncclSocketClockMs();
   struct bsHandle handle;
-  memcpy(&handle, id->internal, sizeof(handle));
-  if (handle.addr.sa.sa_family != AF_INET && handle.addr.sa.sa_family != AF_INET6) {
-    WARN("bootstrapInit: the unique id holds no valid root address; was it filled by ncclGetUniqueId?");
+  char why[240];
+  if (bsParseUniqueId(id->internal, sizeof(id->internal), &handle, why, sizeof(why)) != ncclSuccess) {
+    WARN("bootstrapInit: the unique id is unusable: %s; was it filled by ncclGetUniqueId?", why);
     return ncclInvalidArgument;
   }
   struct bootstrapState* s;
@@ -886,10 +878,23 @@ ncclResult_t bootstrapInit(const ncclUniqueId* id, int rank, int nranks, volatil
   union ncclSocketAddress local = bsIfAddr;
   NCCLCHECKGOTO(epOpen(&s->ep, &local, 0, s->magic, abortFlag, &s->localAbort), res, fail);
   s->ep.nranks = nranks;
+  s->ep.gone = calloc(nranks, 1);
+  if (s->ep.gone == NULL) {
+    WARN("Bootstrap: out of memory for %d ranks", nranks);
+    res = ncclSystemError;
+    goto fail;
+  }
   snprintf(s->ep.who, sizeof(s->ep.who), "rank %d", rank);
   s->peerAddrs[rank] = s->ep.listen.addr;
   NCCLCHECKGOTO(joinRoot(s, &handle), res, fail);
   NCCLCHECKGOTO(ringAllGather(s, (char*)s->peerAddrs, sizeof(union ncclSocketAddress)), res, fail);
+  for (int p = 0; p < nranks; p++) {
+    if (wireParseAddr(&s->peerAddrs[p], sizeof(s->peerAddrs[p]), &s->peerAddrs[p], why, sizeof(why)) != ncclSuccess) {
+      WARN("Bootstrap: rank %d received a bad listen address for rank %d: %s", rank, p, why);
+      res = ncclRemoteError;
+      goto fail;
+    }
+  }
   char name[NCCL_SOCKET_NAME_MAXLEN];
   INFO(NCCL_BOOTSTRAP, "Bootstrap: rank %d of %d ready, listening on %s (%lld ms)", rank, nranks,
        ncclSocketToString(&s->ep.listen.addr, name), (long long)(ncclSocketClockMs() - start));

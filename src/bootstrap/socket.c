@@ -106,30 +106,40 @@ int ncclSocketFamilyParam(void) {
   return AF_UNSPEC;
 }
 
-ncclResult_t ncclSocketParseAddr(union ncclSocketAddress* addr, const char* hostPort, char* why, int whyLen) {
-  char host[256];
+int ncclSocketSplitHostPort(const char* hostPort, char* host, size_t hostLen, int* portOut) {
   const char* portStr;
-  memset(addr, 0, sizeof(*addr));
-  if (hostPort == NULL || hostPort[0] == '\0') goto malformed;
+  size_t n;
+  if (hostPort == NULL || hostPort[0] == '\0' || hostLen < 2) return -1;
   if (hostPort[0] == '[') {
     const char* end = strchr(hostPort, ']');
-    if (end == NULL || end[1] != ':' || end - hostPort - 1 <= 0 || end - hostPort - 1 >= (int)sizeof(host))
-      goto malformed;
-    memcpy(host, hostPort + 1, end - hostPort - 1);
-    host[end - hostPort - 1] = '\0';
+    if (end == NULL || end[1] != ':' || end - hostPort - 1 <= 0) return -1;
+    n = end - hostPort - 1;
+    if (n >= hostLen) return -1;
+    memcpy(host, hostPort + 1, n);
     portStr = end + 2;
   } else {
     const char* colon = strrchr(hostPort, ':');
-    if (colon == NULL || colon == hostPort || colon - hostPort >= (int)sizeof(host)) goto malformed;
-    if (memchr(hostPort, ':', colon - hostPort) != NULL) goto malformed; /* bare IPv6 needs [] */
-    memcpy(host, hostPort, colon - hostPort);
-    host[colon - hostPort] = '\0';
+    if (colon == NULL || colon == hostPort) return -1;
+    n = colon - hostPort;
+    if (n >= hostLen) return -1;
+    if (memchr(hostPort, ':', n) != NULL) return -1; /* bare IPv6 needs [] */
+    memcpy(host, hostPort, n);
     portStr = colon + 1;
   }
+  host[n] = '\0';
   char* endp;
   errno = 0;
   long port = strtol(portStr, &endp, 10);
-  if (portStr[0] == '\0' || *endp != '\0' || errno || port <= 0 || port > 65535) goto malformed;
+  if (portStr[0] == '\0' || *endp != '\0' || errno || port <= 0 || port > 65535) return -1;
+  *portOut = (int)port;
+  return 0;
+}
+
+ncclResult_t ncclSocketParseAddr(union ncclSocketAddress* addr, const char* hostPort, char* why, int whyLen) {
+  char host[256];
+  int port;
+  memset(addr, 0, sizeof(*addr));
+  if (ncclSocketSplitHostPort(hostPort, host, sizeof(host), &port) != 0) goto malformed;
 
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof(hints));
@@ -152,7 +162,7 @@ ncclResult_t ncclSocketParseAddr(union ncclSocketAddress* addr, const char* host
   }
   memcpy(addr, pick->ai_addr, pick->ai_addrlen);
   freeaddrinfo(res);
-  ncclSocketAddrSetPort(addr, (int)port);
+  ncclSocketAddrSetPort(addr, port);
   return ncclSuccess;
 malformed:
   snprintf(why, whyLen, "expected host:port, ipv4:port or [ipv6]:port with a port in 1..65535");

@@ -68,23 +68,67 @@ ncclResult_t anycclCommCheck(struct ncclComm* comm, const char* fn, int needRead
   if (state == COMM_FAILED || __atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) ||
       __atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE)) {
     ncclResult_t e = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
-    WARN("%s: comm %p is in error (%s); abort or destroy it", fn, (void*)comm, ncclGetErrorString(e));
-    return e == ncclSuccess || e == ncclInProgress ? ncclInvalidUsage : e;
+    int failed = e != ncclSuccess && e != ncclInProgress;
+    if (failed) WARN("%s: comm %p is in error (%s); abort or destroy it", fn, (void*)comm, ncclGetErrorString(e));
+    else if (__atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE))
+      WARN("%s: comm %p was revoked (ncclCommRevoke); only ncclCommShrink or ncclCommDestroy may follow", fn,
+           (void*)comm);
+    else WARN("%s: comm %p is being aborted", fn, (void*)comm);
+    return failed ? e : ncclInvalidUsage;
   }
   return ncclSuccess;
 }
 
 /* ---- work accounting ----------------------------------------------------- */
+/* The communicator whose plan this thread is running (RunBegin to WorkDone). */
+static __thread struct ncclComm* runningComm;
+
 void anycclCommWorkStart(struct ncclComm* comm) {
   pthread_mutex_lock(&comm->lock);
   comm->inflight++;
   pthread_mutex_unlock(&comm->lock);
 }
 
+void anycclCommRunBegin(struct ncclComm* comm) {
+  pthread_mutex_lock(&comm->lock);
+  comm->running++;
+  pthread_mutex_unlock(&comm->lock);
+  runningComm = comm;
+}
+
 void anycclCommWorkDone(struct ncclComm* comm) {
   pthread_mutex_lock(&comm->lock);
-  if (--comm->inflight == 0) pthread_cond_broadcast(&comm->idle);
+  if (runningComm == comm) {
+    runningComm = NULL;
+    if (--comm->running == 0) pthread_cond_broadcast(&comm->idle);
+  }
+  int last = --comm->inflight == 0;
+  if (last) pthread_cond_broadcast(&comm->idle);
+  int freeNow = last && comm->orphaned;
   pthread_mutex_unlock(&comm->lock);
+  if (freeNow) anycclCommFree(comm); /* the aborter left it to the last plan */
+}
+
+void anycclCommWaitRunning(struct ncclComm* comm) {
+  pthread_mutex_lock(&comm->lock);
+  while (comm->running > 0) pthread_cond_wait(&comm->idle, &comm->lock);
+  pthread_mutex_unlock(&comm->lock);
+}
+
+void anycclCommStopAndFree(struct ncclComm* comm) {
+  anycclCommUnregister(comm); /* later calls see a dead handle */
+  anycclCommWaitRunning(comm);
+  pthread_mutex_lock(&comm->lock);
+  int queued = comm->inflight;
+  if (queued > 0) {
+    /* logged first: once the lock is released the last plan may free comm */
+    INFO(NCCL_INIT, "comm %p rank %d: %d plan(s) still queued on streams free the communicator when they run",
+         (void*)comm, comm->rank, queued);
+    comm->orphaned = 1;
+  }
+  pthread_mutex_unlock(&comm->lock);
+  if (queued > 0) return;
+  anycclCommFree(comm);
 }
 
 void anycclCommWaitIdle(struct ncclComm* comm) {

@@ -29,7 +29,7 @@ static const struct { const char* name; unsigned long bit; } subsysNames[] = {
     {"BOOTSTRAP", NCCL_BOOTSTRAP}, {"REG", NCCL_REG}, {"PROFILE", NCCL_PROFILE}, {"RAS", NCCL_RAS},
     {"ALL", NCCL_ALL}};
 
-static unsigned long parseSubsys(const char* s) {
+unsigned long anycclDebugParseSubsys(const char* s) {
   int invert = (s[0] == '^');
   if (invert) s++;
   unsigned long mask = 0;
@@ -43,22 +43,29 @@ static unsigned long parseSubsys(const char* s) {
   return invert ? ~mask : mask;
 }
 
-/* NCCL_DEBUG_FILE: %h -> host name, %p -> pid. */
-static FILE* openDebugFile(const char* pattern) {
-  char path[4096];
+void anycclDebugExpandPath(const char* pattern, const char* host, int pid, char* path, size_t len) {
   int j = 0;
-  for (int i = 0; pattern[i] && j < (int)sizeof(path) - 32; i++) {
+  for (int i = 0; pattern[i] && j < (int)len - 32; i++) {
     if (pattern[i] == '%' && pattern[i + 1] == 'h') {
-      j += snprintf(path + j, sizeof(path) - j, "%s", hostName);
+      j += snprintf(path + j, len - j, "%s", host);
       i++;
     } else if (pattern[i] == '%' && pattern[i + 1] == 'p') {
-      j += snprintf(path + j, sizeof(path) - j, "%d", (int)getpid());
+      j += snprintf(path + j, len - j, "%d", pid);
       i++;
     } else {
       path[j++] = pattern[i];
     }
+    /* snprintf returns what it would have written: a host name longer than
+     * the room left must not move j past the end (fuzz/corpus/params/
+     * crash-debugfile-overflow) */
+    if (j > (int)len - 1) j = (int)len - 1;
   }
   path[j] = '\0';
+}
+
+static FILE* openDebugFile(const char* pattern) {
+  char path[4096];
+  anycclDebugExpandPath(pattern, hostName, (int)getpid(), path, sizeof(path));
   FILE* f = fopen(path, "w");
   if (f == NULL) fprintf(stderr, "anyccl WARN cannot open NCCL_DEBUG_FILE %s; logging to stdout\n", path);
   return f;
@@ -79,7 +86,7 @@ static void debugInit(void) {
     else if (strcasecmp(lvl, "NONE") == 0) level = NCCL_LOG_NONE;
   }
   const char* sub = anycclParamStr(PARAM_DEBUG_SUBSYS);
-  if (sub) debugMask = parseSubsys(sub);
+  if (sub) debugMask = anycclDebugParseSubsys(sub);
   const char* file = anycclParamStr(PARAM_DEBUG_FILE);
   debugFile = stdout;
   if (file && level > NCCL_LOG_NONE) {

@@ -14,6 +14,7 @@
 #include "param.h"
 #include "rt.h"
 #include "topo.h"
+#include "wire.h"
 
 /* ---- host and process identity ------------------------------------------- */
 /* The host hash follows NCCL_HOSTID (else host name + boot id): one formula,
@@ -52,7 +53,7 @@ static ncclResult_t commAlloc(struct ncclComm** out, int nranks, int rank, int c
   return ncclSuccess;
 }
 
-static void commFree(struct ncclComm* comm) {
+void anycclCommFree(struct ncclComm* comm) {
   anycclCommUnregister(comm);
   if (comm->cuda) anycclCudaFree(comm);
   else anycclTransportFree(comm);
@@ -65,14 +66,23 @@ static void commFree(struct ncclComm* comm) {
   free(comm);
 }
 
+/* The tail of a WARN about device counts: on the cpu backend the devices are
+ * anyccl-cpu's virtual ones, as many per host as ANYCCL_CPU_DEVICES says. */
+static const char* cpuDevicesHint(void) {
+  return anycclRt.kind == ANYCCL_BACKEND_CPU
+             ? " (anyccl-cpu: each host has ANYCCL_CPU_DEVICES virtual devices, default 8; set ANYCCL_CPU_DEVICES "
+               "to at least the ranks per host)"
+             : "";
+}
+
 static ncclResult_t checkDuplicateDevices(struct ncclComm* comm) {
   for (int i = 0; i < comm->nRanks; i++)
     for (int j = i + 1; j < comm->nRanks; j++) {
       struct anycclPeerInfo *a = &comm->peerInfo[i], *b = &comm->peerInfo[j];
       if (a->hostHash == b->hostHash && strcmp(a->busId, b->busId) == 0) {
         WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %s; give each rank of a host its "
-             "own device (cudaSetDevice before init)",
-             i, j, a->busId);
+             "own device (cudaSetDevice before init)%s",
+             i, j, a->busId, cpuDevicesHint());
         return ncclInvalidUsage;
       }
     }
@@ -154,6 +164,16 @@ out:
   return res;
 }
 
+ncclResult_t anycclPeerInfoExchange(struct ncclComm* comm) {
+  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+  char why[160];
+  if (wireCheckPeerInfo(comm->peerInfo, comm->nRanks, why, sizeof(why)) != ncclSuccess) {
+    WARN("Init: rank %d received corrupt rank information: %s", comm->rank, why);
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   int n = comm->nRanks, r = comm->rank;
   NCCLCHECK(anycclRtInit());
@@ -182,18 +202,14 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
     if (getenv("NCCL_MAX_NCHANNELS") == NULL) me->maxChannels = (int)anycclParamInt(PARAM_CUDA_NCHANNELS);
     if (getenv("NCCL_BUFFSIZE") == NULL) me->slotBytes = (size_t)anycclParamInt(PARAM_CUDA_BUFFSIZE);
   }
-  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+  if (r == 0 && me->slotBytes > ANYCCL_MAX_BUFFSIZE) /* negative counts as huge */
+    WARN("NCCL_BUFFSIZE (ANYCCL_CUDA_BUFFSIZE for GPUs) is %lld bytes; set at most %zu: using %zu",
+         (long long)me->slotBytes, ANYCCL_MAX_BUFFSIZE, ANYCCL_MAX_BUFFSIZE);
+  NCCLCHECK(anycclPeerInfoExchange(comm));
   NCCLCHECK(checkDuplicateDevices(comm));
 
   /* Geometry agreed by all: rank 0's FIFO shape, the smallest channel cap. */
-  int nslots = comm->peerInfo[0].nslots;
-  if (nslots < 2) nslots = 2;
-  if (nslots > ANYCCL_MAX_SLOTS) nslots = ANYCCL_MAX_SLOTS;
-  size_t buff = comm->peerInfo[0].slotBytes;
-  if (buff < (size_t)nslots * 4096) buff = (size_t)nslots * 4096;
-  comm->nslots = nslots;
-  comm->slotBytes = buff / nslots / 64 * 64;
-  if (comm->slotBytes > (1u << 30)) comm->slotBytes = 1u << 30; /* a slot's size word holds 32 bits of bytes */
+  wireFifoGeometry(comm->peerInfo[0].nslots, comm->peerInfo[0].slotBytes, &comm->nslots, &comm->slotBytes);
   int nch = ANYCCL_MAX_CHANNELS;
   for (int i = 0; i < n; i++)
     if (comm->peerInfo[i].maxChannels < nch) nch = comm->peerInfo[i].maxChannels;
@@ -254,7 +270,10 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   if (algo) {
     if (strcasecmp(algo, "Ring") == 0) comm->forceAlgo = ANYCCL_ALGO_RING;
     else if (strcasecmp(algo, "Direct") == 0 || strcasecmp(algo, "OneShot") == 0) comm->forceAlgo = ANYCCL_ALGO_DIRECT;
-    else if (r == 0) WARN("NCCL_ALGO=%s: unknown here (Ring, Direct); choosing automatically", algo);
+    else if (r == 0)
+      WARN("NCCL_ALGO=%s: not implemented in anyccl, which has Ring and Direct (one-shot) only; choosing "
+           "automatically",
+           algo);
   }
 
   if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
@@ -346,7 +365,7 @@ static ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId
   if (res != ncclSuccess && res != ncclInProgress) {
     /* Blocking init failed: the comm is unusable; free it as NCCL does. */
     *newcomm = NULL;
-    commFree(comm);
+    anycclCommFree(comm);
   }
   return res;
 }
@@ -393,7 +412,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int
   for (int i = 0; i < ndev; i++) {
     int d = devlist ? devlist[i] : i;
     if (d < 0 || d >= count) {
-      WARN("ncclCommInitAll: device %d (entry %d) is out of range [0, %d)", d, i, count);
+      WARN("ncclCommInitAll: device %d (entry %d) is out of range [0, %d)%s", d, i, count, cpuDevicesHint());
       return ncclInvalidArgument;
     }
     for (int j = 0; j < i && devlist; j++)
@@ -415,7 +434,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int
   if (res != ncclSuccess) {
     for (int i = 0; i < ndev; i++)
       if (comms[i]) {
-        commFree(comms[i]);
+        anycclCommFree(comms[i]);
         comms[i] = NULL;
       }
   }
@@ -447,7 +466,16 @@ static ncclResult_t splitRun(struct splitJob* job) {
   ncclResult_t res = ncclSuccess;
   ANYCCL_CALLOC(info, n);
   info[parent->rank] = (struct splitInfo){job->color, job->key, parent->rank};
+  /* aborting the new communicator ends its waits on the parent's bootstrap */
+  if (job->child) bootstrapSetCallAbort(&job->child->abortFlag);
   NCCLCHECKGOTO(bootstrapAllGather(parent->bootstrap, info, sizeof(*info)), res, out);
+  for (int i = 0; i < n; i++)
+    if (info[i].rank != i) { /* it picks the leader: an index into ids[] */
+      WARN("ncclCommSplit: rank %d received corrupt split information from rank %d (says rank %d)", parent->rank,
+           i, info[i].rank);
+      res = ncclRemoteError;
+      goto out;
+    }
   int nNew = 0;
   struct splitInfo* members = malloc(n * sizeof(*members));
   if (members == NULL) {
@@ -469,6 +497,7 @@ static ncclResult_t splitRun(struct splitJob* job) {
   }
   if (leader == parent->rank) NCCLCHECKGOTO(bootstrapGetUniqueId(&ids[parent->rank]), res, out);
   NCCLCHECKGOTO(bootstrapAllGather(parent->bootstrap, ids, sizeof(*ids)), res, out);
+  bootstrapSetCallAbort(NULL);
   if (job->child) {
     job->child->rank = newRank;
     job->child->nRanks = nNew;
@@ -477,6 +506,7 @@ static ncclResult_t splitRun(struct splitJob* job) {
     res = commSetup(job->child, &ids[leader]);
   }
 out:
+  bootstrapSetCallAbort(NULL);
   free(info);
   free(ids);
   return res;
@@ -528,7 +558,7 @@ NCCL_API(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, nccl
   ncclResult_t res = __atomic_load_n(&child->asyncResult, __ATOMIC_ACQUIRE);
   if (res != ncclSuccess) {
     *newcomm = NULL;
-    commFree(child);
+    anycclCommFree(child);
   }
   return res;
 }
@@ -566,8 +596,9 @@ NCCL_API(ncclResult_t, ncclCommShrink,
   }
   if (shrinkFlags == NCCL_SHRINK_ABORT) {
     __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
-    anycclBellRing(comm->bell);
-    anycclCommWaitIdle(comm);
+    anycclCudaAbort(comm);
+    if (comm->bell) anycclBellRing(comm->bell);
+    anycclCommWaitRunning(comm); /* as ncclCommRevoke */
   }
   int nNew = 0, newRank = -1, leader = -1;
   for (int i = 0; i < n; i++)
@@ -602,10 +633,18 @@ static void joinInit(struct ncclComm* comm) {
   pthread_mutex_unlock(&comm->lock);
 }
 
+/* Aborted, revoked or failed: queued work will not run (it ends at once). */
+static int commStopped(struct ncclComm* comm) {
+  ncclResult_t async = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) || __atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE) ||
+         (async != ncclSuccess && async != ncclInProgress);
+}
+
 NCCL_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm)) {
   NCCLCHECK(anycclCommCheck(comm, "ncclCommFinalize", 0));
   joinInit(comm);
-  anycclCommWaitIdle(comm);
+  if (commStopped(comm)) anycclCommWaitRunning(comm);
+  else anycclCommWaitIdle(comm);
   int expect = COMM_READY;
   __atomic_compare_exchange_n(&comm->state, &expect, COMM_FINALIZED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   return ncclSuccess;
@@ -615,10 +654,20 @@ NCCL_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm)) {
   if (comm == NULL) return ncclSuccess; /* as NCCL */
   NCCLCHECK(anycclCommCheck(comm, "ncclCommDestroy", 0));
   joinInit(comm);
-  anycclCommWaitIdle(comm);
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d cudaDev %d busId %s - Destroy COMPLETE", (void*)comm, comm->rank,
        comm->nRanks, comm->cudaDev, comm->busId);
-  commFree(comm);
+  if (commStopped(comm)) {
+    /* Work queued behind other work (another communicator's stuck operation
+     * on the same stream) must not hold the destroy up: it is stopped, and
+     * ends at once when it starts. */
+    __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+    anycclCudaAbort(comm);
+    if (comm->bell) anycclBellRing(comm->bell);
+    anycclCommStopAndFree(comm);
+    return ncclSuccess;
+  }
+  anycclCommWaitIdle(comm);
+  anycclCommFree(comm);
   return ncclSuccess;
 }
 
@@ -631,9 +680,8 @@ NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm)) {
   anycclCudaAbort(comm);
   if (comm->bell) anycclBellRing(comm->bell);
   joinInit(comm);
-  anycclCommWaitIdle(comm);
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d - Abort COMPLETE", (void*)comm, comm->rank, comm->nRanks);
-  commFree(comm);
+  anycclCommStopAndFree(comm); /* plans not started yet do not hold the abort up */
   return ncclSuccess;
 }
 
@@ -646,7 +694,7 @@ NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags)) {
   __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
   anycclCudaAbort(comm);
   if (comm->bell) anycclBellRing(comm->bell);
-  anycclCommWaitIdle(comm);
+  anycclCommWaitRunning(comm); /* queued plans end at once when they start */
   return ncclSuccess;
 }
 

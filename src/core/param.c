@@ -8,7 +8,7 @@
 #include "param.h"
 
 static const anycclParamInfo paramTable[PARAM_COUNT] = {
-#define ANYCCL_PARAM(id, name, type, deflt, help) {name, type, deflt, help},
+#define ANYCCL_PARAM(id, name, type, backend, deflt, help) {name, type, backend, deflt, help},
 #include "params.def"
 #undef ANYCCL_PARAM
 };
@@ -22,7 +22,7 @@ typedef struct {
 static paramValue paramValues[PARAM_COUNT];
 static pthread_once_t paramOnce = PTHREAD_ONCE_INIT;
 
-static int parseInt(const char* s, int64_t* out) {
+int anycclParamParseInt(const char* s, int64_t* out) {
   char* end;
   errno = 0;
   long long v = strtoll(s, &end, 0);
@@ -37,16 +37,16 @@ static void paramLoad(void) {
   for (int i = 0; i < PARAM_COUNT; i++) {
     const anycclParamInfo* p = &paramTable[i];
     paramValue* v = &paramValues[i];
-    if (p->type == PARAM_INT) parseInt(p->deflt, &v->ival);
+    if (p->type == PARAM_INT) anycclParamParseInt(p->deflt, &v->ival);
     const char* env = getenv(p->name);
     if (env == NULL || env[0] == '\0') continue;
     if (p->type == PARAM_STR) {
       v->sval = env;
       v->set = 1;
-    } else if (parseInt(env, &v->ival) == 0) {
+    } else if (anycclParamParseInt(env, &v->ival) == 0) {
       v->set = 1;
     } else {
-      parseInt(p->deflt, &v->ival);
+      anycclParamParseInt(p->deflt, &v->ival);
       /* Can't use WARN here: logging itself reads parameters. */
       fprintf(stderr, "anyccl WARN %s=\"%s\" is not an integer; using the default %s\n", p->name, env, p->deflt);
     }

@@ -59,6 +59,15 @@ int acuHostAllocMapped(void** host, void** dev, size_t n) {
   return cudaHostGetDevicePointer(dev, *host, 0);
 }
 int acuFreeHost(void* p) { return cudaFreeHost(p); }
+int acuMemcpy(void* dst, const void* src, size_t n) { return cudaMemcpy(dst, src, n, cudaMemcpyDefault); }
+int acuMemcpyAsync(void* dst, const void* src, size_t n, void* stream) {
+  return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, (cudaStream_t)stream);
+}
+int acuStreamCreateNonBlocking(void** stream) {
+  return cudaStreamCreateWithFlags((cudaStream_t*)stream, cudaStreamNonBlocking);
+}
+int acuStreamDestroy(void* stream) { return cudaStreamDestroy((cudaStream_t)stream); }
+int acuEventQuery(void* ev) { return cudaEventQuery((cudaEvent_t)ev); }
 int acuCanAccessPeer(int dev, int peerDev) {
   int can = 0;
   if (cudaDeviceCanAccessPeer(&can, dev, peerDev) != cudaSuccess) return 0;

@@ -99,8 +99,10 @@ struct ncclComm {
   int inGroupList;
   uint64_t launches;
   int inflight;                  /* plans launched, not yet finished (atomic) */
+  int running;                   /* of those, plans a stream has started (under lock) */
+  int orphaned;                  /* aborted with plans still queued: the last one frees the comm */
   pthread_mutex_t lock;
-  pthread_cond_t idle;           /* signalled when inflight drops to 0 */
+  pthread_cond_t idle;           /* signalled when inflight or running drops to 0 */
 
   struct anycclUserOp userOps[ANYCCL_MAX_USER_OPS];
   int64_t opTimeoutSec;
@@ -145,6 +147,7 @@ struct ncclComm {
   struct anycclConn* cuNetConns; /* network connection ends (the proxy's view), pinned host FIFOs */
   int cuNetCount;
   char* cuNetStaging;            /* one pinned, device-mapped block: cuNetCount FIFOs */
+  int portServices;              /* one-sided proxy services made on it so far (src/onesided; atomic) */
 };
 
 /* Host-time profile of launches (ANYCCL_PROFILE_HOST=1; group.c). A
@@ -183,13 +186,27 @@ int anycclCommIsLive(const struct ncclComm* comm);
 /* Argument check for API entry points: comm live, initialised, not aborted. */
 ncclResult_t anycclCommCheck(struct ncclComm* comm, const char* fn, int needReady);
 
-/* Work accounting */
+/* Work accounting. A plan is counted from launch (WorkStart) to its end
+ * (WorkDone); it runs from RunBegin, called on the stream when it starts. */
 void anycclCommWorkStart(struct ncclComm* comm);
+void anycclCommRunBegin(struct ncclComm* comm);
 void anycclCommWorkDone(struct ncclComm* comm);
 void anycclCommWaitIdle(struct ncclComm* comm);
+/* Stop without waiting for plans that have not started: wait for the running
+ * ones (they see the stop flag within ~20 ms), then free the communicator now,
+ * or, while plans are still queued on streams (behind other work), leave that
+ * to the last of them (each one ends at once when it starts: it sees the
+ * flag and touches no user buffer). The abort or revoke flag must be set. */
+void anycclCommStopAndFree(struct ncclComm* comm);
+void anycclCommWaitRunning(struct ncclComm* comm);
+/* Free everything (init.c). */
+void anycclCommFree(struct ncclComm* comm);
 void anycclCommSetError(struct ncclComm* comm, ncclResult_t err);
 /* Init finished with res: success only if no error arrived meanwhile. */
 void anycclCommInitDone(struct ncclComm* comm, ncclResult_t res);
+/* All-gather comm->peerInfo (this rank's entry filled in) and check what the
+ * peers sent (wireCheckPeerInfo): ncclRemoteError, with a WARN, if corrupt. */
+ncclResult_t anycclPeerInfoExchange(struct ncclComm* comm);
 
 /* Groups and enqueue (group.c / enqueue.c) */
 ncclResult_t anycclEnqueue(struct ncclComm* comm, const struct anycclTask* task);

@@ -183,6 +183,12 @@ ACU_FN int acuEnablePeer(int dev, int peerDev);                     /* 0 or alre
 ACU_FN int acuCanAccessPeer(int dev, int peerDev);
 ACU_FN int acuDeviceSynchronize(void);
 ACU_FN int acuPointerIsDevice(const void* p, int* dev);             /* 1 if device/managed memory */
+/* for the one-sided layer (src/onesided): copies on a proxy stream */
+ACU_FN int acuMemcpy(void* dst, const void* src, size_t n);         /* synchronous, cudaMemcpyDefault */
+ACU_FN int acuMemcpyAsync(void* dst, const void* src, size_t n, void* stream);
+ACU_FN int acuStreamCreateNonBlocking(void** stream);
+ACU_FN int acuStreamDestroy(void* stream);
+ACU_FN int acuEventQuery(void* ev);                                 /* 0: complete */
 
 /* ---- executor (src/cuda/exec.cu) ---------------------------------------- */
 /* Launch one phase blob on `stream` with `grid` blocks; returns a CUDA error. */

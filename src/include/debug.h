@@ -3,6 +3,7 @@
 #ifndef ANYCCL_DEBUG_H
 #define ANYCCL_DEBUG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum {
@@ -42,6 +43,11 @@ int ncclDebugLevel(void);
 /* Remember a message as this thread's last error (used by WARN). */
 void anycclSetLastError(const char* msg);
 const char* anycclLastError(void);
+/* NCCL_DEBUG_SUBSYS's text as a mask ("INIT,NET", "^COLL"). */
+unsigned long anycclDebugParseSubsys(const char* s);
+/* NCCL_DEBUG_FILE's pattern with %h -> host, %p -> pid, into path (len >= 64
+ * bytes; a longer result is cut). */
+void anycclDebugExpandPath(const char* pattern, const char* host, int pid, char* path, size_t len);
 
 #define WARN(...) ncclDebugLog(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __LINE__, __VA_ARGS__)
 #define INFO(FLAGS, ...) \

@@ -1,4 +1,5 @@
-/* Every parameter lives in one table (params.def): name, type, default, help.
+/* Every parameter lives in one table (params.def): name, type, the backends
+ * that read it, default, help.
  * Values come from the environment, read once. anyccl-info prints the table. */
 #ifndef ANYCCL_PARAM_H
 #define ANYCCL_PARAM_H
@@ -6,9 +7,11 @@
 #include <stdint.h>
 
 typedef enum { PARAM_INT, PARAM_STR } anycclParamType;
+/* The backends that read a parameter (anyccl-info prints it). */
+typedef enum { PARAM_FOR_ALL, PARAM_FOR_CPU, PARAM_FOR_CUDA } anycclParamBackend;
 
 typedef enum {
-#define ANYCCL_PARAM(id, name, type, deflt, help) PARAM_##id,
+#define ANYCCL_PARAM(id, name, type, backend, deflt, help) PARAM_##id,
 #include "params.def"
 #undef ANYCCL_PARAM
   PARAM_COUNT
@@ -17,6 +20,7 @@ typedef enum {
 typedef struct {
   const char* name;
   anycclParamType type;
+  anycclParamBackend backend;
   const char* deflt; /* as text; "" = unset */
   const char* help;
 } anycclParamInfo;
@@ -25,6 +29,9 @@ typedef struct {
 int64_t anycclParamInt(anycclParamId id);
 /* String value, or NULL when unset and the default is "". */
 const char* anycclParamStr(anycclParamId id);
+/* An integer parameter's text (strtoll base 0: decimal, 0x hex, 0 octal;
+ * trailing blanks allowed): 0 and *out, or -1. */
+int anycclParamParseInt(const char* s, int64_t* out);
 /* Table access for anyccl-info. */
 const anycclParamInfo* anycclParamTable(int* count);
 /* The value as text, as in effect now ("" if unset). */

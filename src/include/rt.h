@@ -34,6 +34,15 @@ struct anycclRt {
   int (*ipcOpenMemHandle)(void** p, cudaIpcMemHandle_t h, unsigned flags);
   int (*ipcCloseMemHandle)(void* p);
   int (*memGetAddressRange)(const void* p, void** base, size_t* size);
+  /* the one-sided layer on GPUs (src/onesided; optional: NULL where the
+   * runtime has none, as on the cpu backend, which copies with memcpy) */
+  int (*memcpy)(void* dst, const void* src, size_t n); /* synchronous, cudaMemcpyDefault */
+  int (*memcpyAsync)(void* dst, const void* src, size_t n, cudaStream_t stream);
+  int (*streamCreateNonBlocking)(cudaStream_t* stream);
+  int (*streamDestroy)(cudaStream_t stream);
+  int (*eventQuery)(cudaEvent_t ev); /* 0: complete */
+  int (*hostAllocMapped)(void** host, void** dev, size_t n);
+  int (*freeHost)(void* p);
 };
 
 extern struct anycclRt anycclRt;

@@ -77,6 +77,9 @@ void ncclSocketAddrSetPort(union ncclSocketAddress* addr, int port);
 ncclResult_t ncclSocketGetAddrFromString(union ncclSocketAddress* addr, const char* hostPort);
 /* The same without logging: on failure, why (whyLen bytes) says what is wrong. */
 ncclResult_t ncclSocketParseAddr(union ncclSocketAddress* addr, const char* hostPort, char* why, int whyLen);
+/* The text part alone (no resolving): host (hostLen bytes, the brackets of
+ * "[ipv6]" removed) and port 1..65535; 0, or -1 if malformed. */
+int ncclSocketSplitHostPort(const char* hostPort, char* host, size_t hostLen, int* port);
 
 /* ---- interfaces ---------------------------------------------------------- */
 /* NCCL_SOCKET_FAMILY as AF_UNSPEC, AF_INET or AF_INET6. */

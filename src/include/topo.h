@@ -215,6 +215,10 @@ void anycclTopoHostFile(const char* base, const char* hostId, char* out, size_t 
  * stay unique across virtual hosts. */
 ncclResult_t anycclTopoLoadHost(const char* base, const char* hostId, struct anycclTopo** topo, char* err,
                                 size_t errLen);
+/* The second half of anycclTopoLoadHost, on a topology already read (from a
+ * file or from memory): narrow it to host hostId; perHost: it came from a
+ * per-host file (then it is that host, whatever it holds). */
+ncclResult_t anycclTopoKeepHost(struct anycclTopo* topo, const char* hostId, int perHost, char* err, size_t errLen);
 /* For anyccl-cpu: the GPUs of host hostId described by the topology file
  * path (resolved as anycclTopoLoadHost does), in dev order. Writes at most
  * max bus ids to busIds (may be NULL) and the number of GPUs to *count.

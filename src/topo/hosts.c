@@ -151,37 +151,39 @@ static ncclResult_t relocate(struct anycclTopoNode* n, int dom, const char* file
   return ncclSuccess;
 }
 
-ncclResult_t anycclTopoLoadHost(const char* base, const char* hostId, struct anycclTopo** out, char* err,
-                                size_t errLen) {
-  char file[4096];
-  anycclTopoHostFile(base, hostId, file, sizeof(file));
-  int perHost = strcmp(file, base) != 0;
-  struct anycclTopo* topo = NULL;
-  ncclResult_t res;
-  NCCLCHECK(anycclTopoLoad(file, &topo, err, errLen));
+ncclResult_t anycclTopoKeepHost(struct anycclTopo* topo, const char* hostId, int perHost, char* err, size_t errLen) {
+  const char* file = topo->file ? topo->file : "(topology)";
   int h = perHost ? 0 : anycclTopoSelectHost(topo, hostId, err, errLen);
-  if (h < 0) {
-    res = ncclInvalidUsage;
-    goto fail;
-  }
+  if (h < 0) return ncclInvalidUsage;
   int shared = !perHost && topo->nHosts == 1;
-  if (topo->nHosts > 1) NCCLCHECKGOTO(keepHost(topo, h, err, errLen), res, fail);
+  if (topo->nHosts > 1) NCCLCHECK(keepHost(topo, h, err, errLen));
   int dom = anycclTopoHostDomain(hostId);
   if (shared && dom != 0) {
-    NCCLCHECKGOTO(relocate(topo->root, dom, file, err, errLen), res, fail);
-    NCCLCHECKGOTO(refinish(topo, err, errLen), res, fail);
+    NCCLCHECK(relocate(topo->root, dom, file, err, errLen));
+    NCCLCHECK(refinish(topo, err, errLen));
   }
   if (hostId && hostId[0]) { /* the host is who NCCL_HOSTID says */
     snprintf(topo->hosts[0].name, sizeof(topo->hosts[0].name), "%s", hostId);
     topo->hosts[0].hostHash = anycclTopoHostHash(hostId);
   }
-  INFO(NCCL_GRAPH | NCCL_ENV, "NCCL_TOPO_FILE %s, NCCL_HOSTID %s: host %d of %s%s", base, hostId ? hostId : "(unset)",
-       h, file, shared && dom ? " (bus ids moved to this host's PCI domain)" : "");
+  INFO(NCCL_GRAPH | NCCL_ENV, "NCCL_HOSTID %s: host %d of %s%s", hostId ? hostId : "(unset)", h, file,
+       shared && dom ? " (bus ids moved to this host's PCI domain)" : "");
+  return ncclSuccess;
+}
+
+ncclResult_t anycclTopoLoadHost(const char* base, const char* hostId, struct anycclTopo** out, char* err,
+                                size_t errLen) {
+  char file[4096];
+  anycclTopoHostFile(base, hostId, file, sizeof(file));
+  struct anycclTopo* topo = NULL;
+  NCCLCHECK(anycclTopoLoad(file, &topo, err, errLen));
+  ncclResult_t res = anycclTopoKeepHost(topo, hostId, strcmp(file, base) != 0, err, errLen);
+  if (res != ncclSuccess) {
+    anycclTopoFree(topo);
+    return res;
+  }
   *out = topo;
   return ncclSuccess;
-fail:
-  anycclTopoFree(topo);
-  return res;
 }
 
 __attribute__((visibility("default"))) ncclResult_t anycclTopoListGpus(const char* path, const char* hostId,

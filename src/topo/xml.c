@@ -204,6 +204,12 @@ static void putEscaped(FILE* f, const char* s) {
     case '<': fputs("&lt;", f); break;
     case '>': fputs("&gt;", f); break;
     case '"': fputs("&quot;", f); break;
+    /* a parser turns these into spaces in an attribute (XML's attribute
+     * value normalization): as references they come back as they were
+     * (fuzz/corpus/topo/crash-attr-newline) */
+    case '\n': fputs("&#10;", f); break;
+    case '\r': fputs("&#13;", f); break;
+    case '\t': fputs("&#9;", f); break;
     default: fputc(*s, f);
     }
   }

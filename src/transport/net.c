@@ -33,6 +33,7 @@ struct netConn {
   uint64_t posted, done;
   uint64_t doneShared;     /* copy of done for other threads (atomic) */
   int closed;              /* the peer closed this connection normally */
+  int broken;              /* failed while the proxy looked for a mismatch report */
   char* staging;           /* send: ctrl + slots, owned here */
 };
 
@@ -123,23 +124,49 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
 #define GPU_ACTIVE_MS 20
 #define GPU_IDLE_MS 1
 
+/* Error path: give the other receive connections up to 300 ms to deliver a
+ * mismatch report (anycclMismatchRemote) before the loss is reported. */
+static void graceForReport(struct anycclProxy* p, int failed) {
+  int64_t end = ncclSocketClockMs() + 300;
+  while (!__atomic_load_n(&p->comm->mismatchWarned, __ATOMIC_ACQUIRE) && ncclSocketClockMs() < end &&
+         !__atomic_load_n(&p->comm->abortFlag, __ATOMIC_ACQUIRE)) {
+    int live = 0;
+    for (int i = 0; i < p->nconns; i++) {
+      struct netConn* nc = &p->conns[i];
+      ncclResult_t e = ncclSuccess;
+      if (i == failed || nc->send || nc->closed || nc->broken) continue;
+      progressRecv(p, nc, &e);
+      if (e != ncclSuccess) nc->broken = 1;
+      else live = 1;
+    }
+    if (!live) return;
+    usleep(1000);
+  }
+}
+
 static void* proxyMain(void* arg) {
   struct anycclProxy* p = arg;
   struct ncclComm* comm = p->comm;
   int64_t active = ncclSocketClockMs();
   while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
-    int progressed = 0;
+    int progressed = 0, failed = -1;
     ncclResult_t err = ncclSuccess;
     for (int i = 0; i < p->nconns && err == ncclSuccess; i++) {
       struct netConn* nc = &p->conns[i];
       if (nc->closed) continue;
       progressed |= nc->send ? progressSend(p, nc, &err) : progressRecv(p, nc, &err);
+      if (err != ncclSuccess) failed = i;
     }
     if (err != ncclSuccess) {
+      /* A peer that found a mismatch sends its report and aborts: its other
+       * connections may break before ours has delivered the report. */
+      graceForReport(p, failed);
       /* (after a mismatch report the peers abort: no second WARN) */
       if (!__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) && !__atomic_load_n(&comm->mismatchWarned, __ATOMIC_ACQUIRE)) {
-        WARN("NET: rank %d lost its connection to a peer: %s; the communicator is in error (ncclCommAbort it)",
-             comm->rank, ncclGetErrorString(err));
+        const struct netConn* nc = &p->conns[failed];
+        WARN("NET: rank %d lost its %s connection to rank %d (%s): the peer is gone or the network dropped it "
+             "(ANYCCL_NET_TIMEOUT); the communicator is in error (ncclCommAbort it)",
+             comm->rank, nc->send ? "send" : "receive", nc->conn->peer, ncclGetErrorString(err));
         anycclCommSetError(comm, err == ncclRemoteError ? ncclRemoteError : ncclSystemError);
       }
       if (comm->bell) anycclBellRing(comm->bell);
@@ -270,24 +297,42 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
 }
 
 /* Sends the executor posted must leave before the proxy stops: a plan ends
- * once its data is in the staging FIFO, not once it is on the wire. */
+ * once its data is in the staging FIFO, not once it is on the wire. Nobody
+ * waits for that data on an aborted, revoked or failed communicator (its
+ * peers' FIFOs may never free a slot again): then the drain is skipped. A
+ * peer that reads nothing for ANYCCL_OP_TIMEOUT ends it too. */
+static int drainMoot(struct ncclComm* comm) {
+  ncclResult_t async = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) || __atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE) ||
+         (async != ncclSuccess && async != ncclInProgress);
+}
+
 static void drainSends(struct anycclProxy* p) {
-  int64_t limit = anycclParamInt(PARAM_OP_TIMEOUT);
+  int64_t limit = p->comm->opTimeoutSec;
   int64_t deadline = ncclSocketDeadlineMs(limit > 0 ? limit * 1000 : -1);
+  uint64_t moved = 0, last = UINT64_MAX;
   for (;;) {
-    int pending = 0;
+    int pending = 0, peer = -1;
+    moved = 0;
     for (int i = 0; i < p->nconns; i++) {
       struct netConn* nc = &p->conns[i];
-      if (nc->send && !nc->closed &&
-          __atomic_load_n(&nc->doneShared, __ATOMIC_ACQUIRE) < __atomic_load_n(&nc->conn->ctrl->tail, __ATOMIC_ACQUIRE))
+      if (!nc->send || nc->closed) continue;
+      uint64_t done = __atomic_load_n(&nc->doneShared, __ATOMIC_ACQUIRE);
+      moved += done;
+      if (done < __atomic_load_n(&nc->conn->ctrl->tail, __ATOMIC_ACQUIRE)) {
         pending++;
+        peer = nc->conn->peer;
+      }
     }
-    if (pending == 0 || __atomic_load_n(&p->comm->abortFlag, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&p->exited, __ATOMIC_ACQUIRE))
-      return;
+    if (pending == 0 || drainMoot(p->comm) || __atomic_load_n(&p->exited, __ATOMIC_ACQUIRE)) return;
+    if (moved != last) { /* progress restarts the clock */
+      last = moved;
+      deadline = ncclSocketDeadlineMs(limit > 0 ? limit * 1000 : -1);
+    }
     if (ncclSocketRemainingMs(deadline) == 0) {
-      WARN("NET: rank %d: %d connections still had data to send at destroy after %lld s (ANYCCL_OP_TIMEOUT)",
-           p->comm->rank, pending, (long long)limit);
+      WARN("NET: rank %d: destroying the communicator, %d connection(s) (one to rank %d) still had data to send "
+           "and the peer read none of it for %lld s (ANYCCL_OP_TIMEOUT); dropping it",
+           p->comm->rank, pending, peer, (long long)limit);
       return;
     }
     usleep(200);

@@ -18,35 +18,17 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
+#include "bootstrap.h"
 #include "checks.h"
 #include "net.h"
 #include "param.h"
 #include "socket.h"
+#include "wire.h"
 
-#define NET_MAGIC 0x616e796e65744e31ULL /* "anynetN1" */
-#define MAX_SOCKS 64
+/* The handle, hello and message header are in wire.h with their checks. */
+#define MAX_SOCKS NET_MAX_SOCKS
 #define MAX_THREADS 16
-#define BYE_TAG (-0x4259) /* header tag of the goodbye a closing sender sends */
-
-struct sockHandle {
-  uint64_t magic;
-  uint64_t cookie;
-  union ncclSocketAddress addr;
-  int nsocks;
-};
-
-struct hello {
-  uint64_t magic;
-  uint64_t cookie;
-  int32_t index; /* 0 = control, 1..nsocks = data */
-  int32_t nsocks;
-};
-
-struct msgHeader {
-  uint64_t size;
-  int32_t tag;
-  int32_t pad;
-};
+_Static_assert(sizeof(struct netSockHandle) <= ANYCCL_NET_HANDLE_MAXSIZE, "handle must fit");
 
 struct req;
 struct task {
@@ -65,7 +47,7 @@ struct req {
   int tag;
   int* tagOut; /* receive: where the sender's tag goes (anyccl extension; may be NULL) */
   int pending; /* tasks not yet complete */
-  struct msgHeader hdr;
+  struct netMsgHeader hdr;
   struct task tasks[MAX_SOCKS + 1];
   struct sockComm* comm;
 };
@@ -89,9 +71,49 @@ struct sockComm {
 
 struct listenComm {
   struct ncclSocket sock;
-  struct sockHandle handle;
+  struct netSockHandle handle;
   volatile uint32_t* abortFlag;
 };
+
+/* ---- wire checks (wire.h) -------------------------------------------------- */
+ncclResult_t netParseHandle(const void* bytes, size_t len, struct netSockHandle* out, char* why, size_t whyLen) {
+  struct netSockHandle h;
+  if (len < sizeof(h)) {
+    snprintf(why, whyLen, "a handle is %zu bytes, got %zu", sizeof(h), len);
+    return ncclInternalError;
+  }
+  memcpy(&h, bytes, sizeof(h));
+  if (h.magic != NET_MAGIC || h.nsocks < 1 || h.nsocks > MAX_SOCKS) {
+    snprintf(why, whyLen, "magic %llx, nsocks %d", (unsigned long long)h.magic, h.nsocks);
+    return ncclInternalError;
+  }
+  char sub[160];
+  if (wireParseAddr(&h.addr, sizeof(h.addr), &h.addr, sub, sizeof(sub)) != ncclSuccess) {
+    snprintf(why, whyLen, "%s", sub);
+    return ncclInternalError;
+  }
+  *out = h;
+  return ncclSuccess;
+}
+
+ncclResult_t netParseHello(const void* bytes, size_t len, const struct netSockHandle* mine, struct netHello* out) {
+  struct netHello hi;
+  if (len != sizeof(hi)) return ncclRemoteError;
+  memcpy(&hi, bytes, sizeof(hi));
+  if (hi.magic != NET_MAGIC || hi.cookie != mine->cookie || hi.index < 0 || hi.index > mine->nsocks ||
+      hi.nsocks != mine->nsocks)
+    return ncclRemoteError;
+  *out = hi;
+  return ncclSuccess;
+}
+
+int netParseMsgHeader(const struct netMsgHeader* hdr, size_t room, size_t* size, int* tag) {
+  if (hdr->tag == NET_BYE_TAG) return 1;
+  if (hdr->size > room) return -1;
+  *size = (size_t)hdr->size;
+  *tag = hdr->tag;
+  return 0;
+}
 
 /* ---- devices --------------------------------------------------------------- */
 #define MAX_IFS 16
@@ -184,15 +206,15 @@ static void notify(struct sockComm* c) {
 /* A task finished (lock held). */
 static void taskDone(struct sockComm* c, struct task* t) {
   struct req* r = t->req;
-  if (t->header && !c->isSend && r->hdr.tag == BYE_TAG) {
+  int kind = t->header && !c->isSend ? netParseMsgHeader(&r->hdr, r->size, &r->got, &r->tag) : 0;
+  if (t->header && !c->isSend && kind == 1) {
     __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
     r->got = SIZE_MAX;
   } else if (t->header && !c->isSend) {
-    r->got = r->hdr.size;
-    r->tag = r->hdr.tag;
-    if (r->tagOut) *r->tagOut = r->tag;
-    if (r->got > r->size) {
-      WARN("NET/Socket: message of %zu bytes arrived for a receive of %zu bytes", r->got, r->size);
+    if (kind == 0 && r->tagOut) *r->tagOut = r->tag;
+    if (kind < 0) {
+      WARN("NET/Socket: message of %llu bytes arrived for a receive of %zu bytes", (unsigned long long)r->hdr.size,
+           r->size);
       c->error = ncclInternalError;
     } else {
       enqueueData(c, r, r->got);
@@ -323,7 +345,7 @@ static void commDestroy(struct sockComm* c) {
     close(c->wakeFd[t]);
   }
   if (c->isSend && idle && healthy && c->socks[0].fd >= 0) {
-    struct msgHeader bye = {0, BYE_TAG, 0};
+    struct netMsgHeader bye = {0, NET_BYE_TAG, 0};
     ncclSocketSend(&c->socks[0], &bye, sizeof(bye), ncclSocketDeadlineMs(1000));
   }
   for (int i = 0; i <= c->nsocks; i++) ncclSocketClose(&c->socks[i]);
@@ -355,7 +377,8 @@ static void setLiveness(struct ncclSocket* s) {
   setsockopt(s->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
-static int64_t setupDeadline(void) { return ncclSocketDeadlineMs(anycclParamInt(PARAM_BOOTSTRAP_TIMEOUT) * 1000); }
+/* Connection setup meets the bootstrap's bound (-1: none; 0 s must not mean "now"). */
+static int64_t setupDeadline(void) { return ncclSocketDeadlineMs(bootstrapTimeoutMs()); }
 
 static ncclResult_t netListen(int dev, void* opaque, void** out, volatile uint32_t* abortFlag) {
   NCCLCHECK(netInit());
@@ -383,10 +406,10 @@ static ncclResult_t netListen(int dev, void* opaque, void** out, volatile uint32
 }
 
 static ncclResult_t netConnect(int dev, const void* opaque, void** out, volatile uint32_t* abortFlag) {
-  struct sockHandle h;
-  memcpy(&h, opaque, sizeof(h));
-  if (h.magic != NET_MAGIC || h.nsocks < 1 || h.nsocks > MAX_SOCKS) {
-    WARN("NET/Socket: connect handle is corrupt (magic %llx, nsocks %d)", (unsigned long long)h.magic, h.nsocks);
+  struct netSockHandle h;
+  char why[200];
+  if (netParseHandle(opaque, ANYCCL_NET_HANDLE_MAXSIZE, &h, why, sizeof(why)) != ncclSuccess) {
+    WARN("NET/Socket: connect handle is corrupt: %s", why);
     return ncclInternalError;
   }
   struct sockComm* c;
@@ -395,7 +418,7 @@ static ncclResult_t netConnect(int dev, const void* opaque, void** out, volatile
   int64_t deadline = setupDeadline();
   for (int i = 0; i <= h.nsocks && res == ncclSuccess; i++) {
     res = ncclSocketConnect(&c->socks[i], &h.addr, deadline, "NET/Socket peer", "check the network and NCCL_SOCKET_IFNAME");
-    struct hello hi = {NET_MAGIC, h.cookie, i, h.nsocks};
+    struct netHello hi = {NET_MAGIC, h.cookie, i, h.nsocks};
     if (res == ncclSuccess) res = ncclSocketSend(&c->socks[i], &hi, sizeof(hi), deadline);
   }
   for (int i = 0; i <= h.nsocks && res == ncclSuccess; i++) setLiveness(&c->socks[i]);
@@ -422,11 +445,10 @@ static ncclResult_t netAccept(void* opaque, void** out) {
     ncclSocketInit(&s, l->abortFlag, NULL);
     res = ncclSocketAccept(&l->sock, &s, deadline);
     if (res != ncclSuccess) break;
-    struct hello hi;
+    struct netHello hi;
     int64_t helloDeadline = ncclSocketDeadlineMs(2000);
-    if (ncclSocketRecv(&s, &hi, sizeof(hi), helloDeadline) != ncclSuccess || hi.magic != NET_MAGIC ||
-        hi.cookie != l->handle.cookie || hi.index < 0 || hi.index > l->handle.nsocks ||
-        hi.nsocks != l->handle.nsocks || c->socks[hi.index].fd >= 0) {
+    if (ncclSocketRecv(&s, &hi, sizeof(hi), helloDeadline) != ncclSuccess ||
+        netParseHello(&hi, sizeof(hi), &l->handle, &hi) != ncclSuccess || c->socks[hi.index].fd >= 0) {
       char buf[NCCL_SOCKET_NAME_MAXLEN];
       INFO(NCCL_NET, "NET/Socket: dropped a connection from %s that is not ours", ncclSocketToString(&s.addr, buf));
       ncclSocketClose(&s);
@@ -474,7 +496,7 @@ static ncclResult_t netIsend(void* comm, void* data, size_t size, int tag, void*
     r->send = 1;
     r->data = data;
     r->size = size;
-    r->hdr = (struct msgHeader){size, tag, 0};
+    r->hdr = (struct netMsgHeader){size, tag, 0};
     struct task* t = &r->tasks[0];
     *t = (struct task){(char*)&r->hdr, sizeof(r->hdr), 0, r, 1, NULL};
     r->pending = 1;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "bootstrap.h"
@@ -107,6 +108,13 @@ static ncclResult_t shmMap(const struct anycclPeerInfo* peer, char** base, void*
          peer->rank, path, strerror(errno));
     return ncclSystemError;
   }
+  /* the size came from the peer: a mapping past the memfd's end would fault */
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < peer->segSize) {
+    WARN("SHM: rank %d's segment %s is smaller than the %zu bytes it announced", peer->rank, path, peer->segSize);
+    close(fd);
+    return ncclRemoteError;
+  }
   void* p = mmap(NULL, peer->segSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
@@ -169,7 +177,7 @@ ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
   me->segFd = comm->segment->fd;
   me->segSize = comm->segment->size;
   me->segLocal = comm->segment;
-  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+  NCCLCHECK(anycclPeerInfoExchange(comm));
 
   ANYCCL_CALLOC(comm->peerMaps, n);
   ANYCCL_CALLOC(comm->peerTransport, n);
@@ -194,6 +202,13 @@ ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
            "transport, which this build lacks (check NCCL_HOSTID, NCCL_P2P_DISABLE, NCCL_SHM_DISABLE)",
            q, comm->peerInfo[q].busId, r);
       res = ncclSystemError;
+      goto fail;
+    }
+    if (t != &anycclTransportNet && comm->peerInfo[q].segSize != comm->segment->size) {
+      /* every rank lays out the same segment (segmentBytes) */
+      WARN("Rank %d announced a %zu-byte segment; rank %d's is %zu bytes (corrupt rank information, or ranks "
+           "with different settings)", q, comm->peerInfo[q].segSize, r, comm->segment->size);
+      res = ncclRemoteError;
       goto fail;
     }
     NCCLCHECKGOTO(t->mapPeer(&comm->peerInfo[q], &bases[q], &comm->peerMaps[q]), res, fail);

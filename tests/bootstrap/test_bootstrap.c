@@ -136,6 +136,7 @@ struct rankArg {
   double elapsed;
   volatile uint32_t* abortFlag;
   int noExercise;
+  int holdMs;   /* stay joined (silent) this long before closing */
 };
 
 static void* rankMain(void* a) {
@@ -147,6 +148,7 @@ static void* rankMain(void* a) {
   arg->elapsed = now() - t0;
   if (arg->res != ncclSuccess) return NULL;
   if (!arg->noExercise) exercise(st, arg->rank, arg->nranks, arg->counter);
+  if (arg->holdMs) sleepMs(arg->holdMs);
   CHECKOK(bootstrapClose(st));
   return NULL;
 }
@@ -648,17 +650,24 @@ static int caseTimeout(void) {
   for (int i = 0; i < 2; i++) {
     args[i].id = id; args[i].rank = i; args[i].nranks = 2; args[i].counter = &counter; args[i].noExercise = 1;
   }
-  /* rank 1 joins in a thread and leaves; rank 0 then waits for a message */
+  /* rank 1 joins in a thread and stays silent; rank 0 waits for a message */
+  args[1].holdMs = 3500;
   CHECK(pthread_create(&th[1], NULL, rankMain, &args[1]) == 0);
   CHECKOK(bootstrapInit(&id, 0, 2, NULL, &st));
-  pthread_join(th[1], NULL);
-  CHECK(args[1].res == ncclSuccess);
   int x;
   t0 = now();
   r = bootstrapRecv(st, 1, 9, &x, sizeof(x));
   el = now() - t0;
   printf("timeout: recv: result %d after %.2f s\n", r, el);
   CHECK(r == ncclSystemError && el >= 1.5 && el < 5.0);
+  /* once rank 1 has closed its state, a receive from it fails at once */
+  pthread_join(th[1], NULL);
+  CHECK(args[1].res == ncclSuccess);
+  t0 = now();
+  r = bootstrapRecv(st, 1, 10, &x, sizeof(x));
+  el = now() - t0;
+  printf("timeout: recv from a closed peer: result %d after %.2f s\n", r, el);
+  CHECK(r == ncclRemoteError && el < 0.5);
   CHECKOK(bootstrapClose(st));
   return 0;
 }

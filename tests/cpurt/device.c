@@ -192,6 +192,8 @@ static void testCurrentDeviceAndErrors(void) {
   CHECK(strcmp(cudaGetErrorName((cudaError_t)12345), "unrecognized error code") == 0);
   CHECK(strcmp(cudaGetErrorString((cudaError_t)12345), "unrecognized error code") == 0);
   CHECK(strlen(cudaGetErrorString(cudaErrorInvalidResourceHandle)) > 0);
+  /* Too few virtual devices is the usual cause: the text says which knob. */
+  CHECK(strstr(cudaGetErrorString(cudaErrorInvalidDevice), "ANYCCL_CPU_DEVICES") != NULL);
   CHECK(cudaErrorNotReady == 600 && cudaErrorInvalidResourceHandle == 400 &&
         cudaErrorInvalidDevice == 101 && cudaErrorMapBufferObjectFailed == 205);
 }

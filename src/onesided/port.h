@@ -1,0 +1,144 @@
+/* The one-sided layer inside libnccl (see include/anyccl_port.h for the API).
+ *
+ * proxy.c     the service: FIFO, proxy thread, triggers, completion, waits
+ * registry.c  memories, semaphores, channels, exchange with peers (bootstrap)
+ * port_net.c  peers on other hosts: puts and signals as messages */
+#ifndef ANYCCL_ONESIDED_PORT_H
+#define ANYCCL_ONESIDED_PORT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include "anyccl_port.h"
+#include "comm.h"
+#include "net.h"
+
+#define PORT_API __attribute__((visibility("default")))
+
+enum { MEM_FREE = 0, MEM_LOCAL, MEM_MAPPED, MEM_NET };
+enum { CONN_NONE = 0, CONN_LOCAL, CONN_IPC, CONN_NET };
+
+struct portMem {
+  int kind;
+  int owner;       /* rank that registered it */
+  int ownerId;     /* its id in the owner's service (MEM_NET) */
+  char* ptr;       /* in this process (MEM_LOCAL, MEM_MAPPED) */
+  uint64_t size;
+  void* ipcBase;   /* opened through IPC here (closed at destroy) */
+};
+
+struct portSem {
+  int peer;        /* -1: host semaphore */
+  int remoteSlot;  /* the peer's slot */
+  uint64_t sent;   /* signals sent (cuda: the value copied to the peer) */
+  uint64_t hostValue; /* host semaphore on GPUs: the value last written */
+};
+
+struct portChan { int sem, dst, src; };
+
+/* A message to another host's proxy. */
+struct portMsg {
+  uint32_t type;   /* ANYCCL_TRIG_PUT or ANYCCL_TRIG_SIGNAL */
+  uint32_t id;     /* PUT: memory id at the receiver; SIGNAL: its slot */
+  uint64_t off;
+  uint64_t size;
+  uint64_t pad;
+};
+
+#define NET_SQ 256 /* send queue entries per connection */
+#define NET_RQ 4
+
+struct netSendEntry {
+  struct portMsg msg;
+  const char* data;
+  uint64_t seq;    /* the trigger it belongs to */
+  void* hreq;
+  void* dreq;
+  int state;       /* 0 nothing posted, 1 header posted, 2 all posted */
+};
+
+struct portConn {
+  int kind;        /* CONN_* (written before ready) */
+  int ready;       /* atomic */
+  char* peerSlots; /* LOCAL/IPC: the peer's semaphore slots mapped here */
+  void* ipcBase;
+  /* NET */
+  void* sendComm;
+  void* recvComm;
+  struct netSendEntry sq[NET_SQ];
+  uint64_t sqHead, sqPosted, sqTail; /* completed, being posted, queued */
+  struct portMsg rhdr[NET_RQ];
+  void* rreq[NET_RQ];
+  int rkind[NET_RQ];                 /* 0 header, 1 data */
+  int rhead, rcount;
+  char* discard;                     /* receive room for a put that cannot land */
+  uint64_t discardSize;
+  int closed;
+};
+
+struct portInflight { void* event; uint64_t seq; };
+#define CUDA_INFLIGHT 64
+
+struct anycclProxyService {
+  struct ncclComm* comm;
+  int rank, nRanks, index;
+  int cuda;
+  /* FIFO: host view and device view */
+  struct anycclPortShared* shared;
+  struct anycclPortShared* sharedDev;
+  uint64_t* trig;
+  uint64_t* trigDev;
+  uint64_t* head;   /* device memory on GPUs */
+  uint32_t fifoSize;
+  uint64_t tail;    /* proxy thread only */
+  int efd;
+  pthread_t thread;
+  int started, stop;
+  /* tables: fixed capacity (the proxy reads them while the host adds) */
+  struct portMem* mems;
+  int nMems, maxMems;
+  struct portSem* sems;
+  int nSems, maxSems;
+  struct portChan* chans;
+  int nChans, maxChans;
+  struct anycclSemSlot* slots; /* my semaphore counters ("device" memory, peers map it) */
+  uint64_t* expected;          /* per semaphore ("device" memory) */
+  struct portConn* conns;      /* [nRanks] */
+  int* nMemSent;               /* per peer: exchange sequence numbers (bootstrap tags) */
+  int* nMemRecv;
+  int* nSemMade;
+  anycclTriggerHandler handler;
+  void* handlerArg;
+  pthread_mutex_t lock;        /* host API calls */
+  uint64_t timeoutNs;
+  uint64_t chunk;
+  const anycclNet_t* net;
+  int warned;                  /* invalid triggers reported once */
+  double lastPeerCheck;
+  /* GPUs: copies on a stream of the proxy, completion by events */
+  void* stream;
+  struct portInflight inflight[CUDA_INFLIGHT];
+  uint64_t infHead, infTail;
+};
+
+/* proxy.c */
+void portSetState(struct anycclProxyService* s, ncclResult_t err);
+void portSetError(struct anycclProxyService* s, ncclResult_t err);
+/* Add 1 to a slot in this process's view (cpu: atomic add and wake; cuda:
+ * the new value copied on the proxy stream). */
+ncclResult_t portBumpSlot(struct anycclProxyService* s, struct anycclSemSlot* slot, uint64_t* sent);
+
+/* registry.c */
+int portTag(struct anycclProxyService* s, int kind, int count);
+ncclResult_t portExportAlloc(void* p, cudaIpcMemHandle_t* h, uint64_t* off, int* ok);
+ncclResult_t portFreeTables(struct anycclProxyService* s);
+
+/* port_net.c */
+ncclResult_t portNetConnect(struct anycclProxyService* s, int peer);
+ncclResult_t portNetPut(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const char* src,
+                        uint64_t bytes, uint64_t seq);
+ncclResult_t portNetSignal(struct anycclProxyService* s, int peer, int remoteSlot, uint64_t seq);
+/* Moves messages; returns 1 if anything moved. *oldest: lowest trigger still in flight. */
+int portNetProgress(struct anycclProxyService* s, uint64_t* oldest, ncclResult_t* err);
+void portNetClose(struct anycclProxyService* s);
+
+#endif

@@ -1,0 +1,231 @@
+/* Port channels to another host: the proxy turns a put into messages
+ * {header, data} over the network transport (anycclNet_t: TCP sockets built
+ * in), at most ANYCCL_PORT_CHUNK bytes each, sent straight from the source
+ * memory; the peer's proxy receives the data straight into the registered
+ * destination memory. A signal is a header alone: messages of a connection
+ * complete in order, so the peer bumps its semaphore after every earlier
+ * put has landed. A put counts as complete (flush) once its messages have
+ * left. */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bootstrap.h"
+#include "checks.h"
+#include "port.h"
+
+enum { RQ_HDR = 0, RQ_DATA = 1 };
+
+ncclResult_t portNetConnect(struct anycclProxyService* s, int peer) {
+  struct ncclComm* comm = s->comm;
+  if (s->net == NULL) {
+    NCCLCHECK(anycclNetSocket.init());
+    s->net = &anycclNetSocket;
+  }
+  struct portConn* c = &s->conns[peer];
+  char mine[ANYCCL_NET_HANDLE_MAXSIZE], theirs[ANYCCL_NET_HANDLE_MAXSIZE];
+  void* listenComm = NULL;
+  int tag = portTag(s, 2, 1);
+  memset(mine, 0, sizeof(mine));
+  NCCLCHECK(s->net->listen(0, mine, &listenComm, &comm->abortFlag));
+  ncclResult_t r = bootstrapSend(comm->bootstrap, peer, tag, mine, sizeof(mine));
+  if (r == ncclSuccess) r = bootstrapRecv(comm->bootstrap, peer, tag, theirs, sizeof(theirs));
+  if (r == ncclSuccess) r = s->net->connect(0, theirs, &c->sendComm, &comm->abortFlag);
+  if (r == ncclSuccess) r = s->net->accept(listenComm, &c->recvComm);
+  s->net->closeListen(listenComm);
+  if (r != ncclSuccess) {
+    WARN("port: rank %d cannot connect to rank %d over the network: %s", s->rank, peer, ncclGetErrorString(r));
+    return r;
+  }
+  s->net->setNotify(c->sendComm, s->efd);
+  s->net->setNotify(c->recvComm, s->efd);
+  return ncclSuccess;
+}
+
+static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclResult_t* err) {
+  const anycclNet_t* net = s->net;
+  int moved = 0;
+  while (c->sqPosted < c->sqTail) {
+    struct netSendEntry* e = &c->sq[c->sqPosted % NET_SQ];
+    if (e->state == 0) {
+      if ((*err = net->isend(c->sendComm, &e->msg, sizeof(e->msg), 0, NULL, &e->hreq)) != ncclSuccess) return moved;
+      if (e->hreq == NULL) break;
+      e->state = 1;
+    }
+    if (e->state == 1 && e->msg.size > 0) {
+      if ((*err = net->isend(c->sendComm, (void*)e->data, e->msg.size, 0, NULL, &e->dreq)) != ncclSuccess)
+        return moved;
+      if (e->dreq == NULL) break;
+    }
+    e->state = 2;
+    c->sqPosted++;
+    moved = 1;
+  }
+  while (c->sqHead < c->sqPosted) {
+    struct netSendEntry* e = &c->sq[c->sqHead % NET_SQ];
+    int d = 0;
+    if (e->hreq) {
+      if ((*err = net->test(e->hreq, &d, NULL)) != ncclSuccess || !d) return moved;
+      e->hreq = NULL;
+    }
+    if (e->dreq) {
+      if ((*err = net->test(e->dreq, &d, NULL)) != ncclSuccess || !d) return moved;
+      e->dreq = NULL;
+    }
+    c->sqHead++;
+    moved = 1;
+  }
+  return moved;
+}
+
+static ncclResult_t postRecv(struct anycclProxyService* s, struct portConn* c, int kind, void* data, size_t size) {
+  int i = (c->rhead + c->rcount) % NET_RQ;
+  if (kind == RQ_HDR) data = &c->rhdr[i], size = sizeof(c->rhdr[i]);
+  int tag = 0;
+  void* req = NULL;
+  NCCLCHECK(s->net->irecv(c->recvComm, 1, &data, &size, &tag, NULL, &req));
+  if (req == NULL) {
+    WARN("port: the network refused a receive (too many in flight)");
+    return ncclInternalError;
+  }
+  c->rreq[i] = req;
+  c->rkind[i] = kind;
+  c->rcount++;
+  return ncclSuccess;
+}
+
+/* Where a put from the network lands: my registered memory, or (invalid
+ * header) a discard buffer, nothing written. */
+static ncclResult_t putTarget(struct anycclProxyService* s, struct portConn* c, int peer, const struct portMsg* m,
+                              char** ptr) {
+  int n = __atomic_load_n(&s->nMems, __ATOMIC_ACQUIRE);
+  if (m->id < (uint32_t)n && s->mems[m->id].kind == MEM_LOCAL && m->off <= s->mems[m->id].size &&
+      m->size <= s->mems[m->id].size - m->off) {
+    *ptr = s->mems[m->id].ptr + m->off;
+    return ncclSuccess;
+  }
+  if (!__atomic_exchange_n(&s->warned, 1, __ATOMIC_RELAXED))
+    WARN("port proxy of rank %d: a put from rank %d names memory %u, bytes [%llu, %llu) that is not registered "
+         "here; dropped", s->rank, peer, m->id, (unsigned long long)m->off, (unsigned long long)(m->off + m->size));
+  portSetError(s, ncclInvalidArgument);
+  if (c->discardSize < m->size) {
+    char* d = realloc(c->discard, m->size);
+    if (d == NULL) return ncclSystemError;
+    c->discard = d;
+    c->discardSize = m->size;
+  }
+  *ptr = c->discard;
+  return ncclSuccess;
+}
+
+static int progressRecv(struct anycclProxyService* s, struct portConn* c, int peer, ncclResult_t* err) {
+  int moved = 0;
+  if (c->closed) return 0;
+  if (c->rcount == 0 && (*err = postRecv(s, c, RQ_HDR, NULL, 0)) != ncclSuccess) return 0;
+  while (c->rcount > 0) {
+    int i = c->rhead, d = 0;
+    size_t got = 0;
+    if ((*err = s->net->test(c->rreq[i], &d, &got)) != ncclSuccess || !d) return moved;
+    moved = 1;
+    c->rhead = (c->rhead + 1) % NET_RQ;
+    c->rcount--;
+    if (got == SIZE_MAX) { /* the peer closed the connection normally */
+      c->closed = 1;
+      return moved;
+    }
+    if (c->rkind[i] != RQ_HDR) continue;
+    struct portMsg m = c->rhdr[i];
+    if (m.type == ANYCCL_TRIG_PUT) {
+      char* ptr;
+      if ((*err = putTarget(s, c, peer, &m, &ptr)) != ncclSuccess) return moved;
+      if (m.size > 0 && (*err = postRecv(s, c, RQ_DATA, ptr, m.size)) != ncclSuccess) return moved;
+    } else if (m.type == ANYCCL_TRIG_SIGNAL) {
+      int n = __atomic_load_n(&s->nSems, __ATOMIC_ACQUIRE);
+      if (m.id < (uint32_t)n && s->sems[m.id].peer == peer) {
+        anycclPortHostSignal(&s->slots[m.id].value, &s->slots[m.id].sleepers);
+      } else {
+        WARN("port proxy of rank %d: rank %d signalled semaphore %u, which is not one of theirs; dropped", s->rank,
+             peer, m.id);
+        portSetError(s, ncclInvalidArgument);
+      }
+    } else {
+      WARN("port proxy of rank %d: message of unknown type %u from rank %d", s->rank, m.type, peer);
+      *err = ncclInternalError;
+      return moved;
+    }
+    if ((*err = postRecv(s, c, RQ_HDR, NULL, 0)) != ncclSuccess) return moved;
+  }
+  return moved;
+}
+
+int portNetProgress(struct anycclProxyService* s, uint64_t* oldest, ncclResult_t* err) {
+  if (s->net == NULL) return 0;
+  int moved = 0;
+  for (int q = 0; q < s->nRanks && *err == ncclSuccess; q++) {
+    struct portConn* c = &s->conns[q];
+    if (!__atomic_load_n(&c->ready, __ATOMIC_ACQUIRE) || c->kind != CONN_NET) continue;
+    moved |= progressSend(s, c, err);
+    if (*err == ncclSuccess) moved |= progressRecv(s, c, q, err);
+    if (c->sqHead < c->sqTail && c->sq[c->sqHead % NET_SQ].seq < *oldest) *oldest = c->sq[c->sqHead % NET_SQ].seq;
+  }
+  return moved;
+}
+
+/* Queue a message; while the queue is full, move messages (bounded). */
+static ncclResult_t sqPush(struct anycclProxyService* s, int peer, const struct portMsg* m, const char* data,
+                           uint64_t seq) {
+  struct portConn* c = &s->conns[peer];
+  uint64_t spins = 0;
+  double start = 0;
+  while (c->sqTail - c->sqHead == NET_SQ) {
+    ncclResult_t err = ncclSuccess;
+    uint64_t oldest = seq;
+    if (portNetProgress(s, &oldest, &err)) continue;
+    if (err != ncclSuccess) return err;
+    if (__atomic_load_n(&s->comm->abortFlag, __ATOMIC_ACQUIRE)) return ncclInvalidUsage;
+    if ((++spins & 1023) == 0) {
+      double t = anycclNowSec();
+      if (start == 0) start = t;
+      if (s->timeoutNs && (t - start) * 1e9 > s->timeoutNs) {
+        WARN("port proxy of rank %d: the network to rank %d took nothing for %.1f s", s->rank, peer, t - start);
+        return ncclSystemError;
+      }
+    }
+    sched_yield();
+  }
+  struct netSendEntry* e = &c->sq[c->sqTail % NET_SQ];
+  memset(e, 0, sizeof(*e));
+  e->msg = *m;
+  e->data = data;
+  e->seq = seq;
+  c->sqTail++;
+  return ncclSuccess;
+}
+
+ncclResult_t portNetPut(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const char* src,
+                        uint64_t bytes, uint64_t seq) {
+  uint64_t o = 0;
+  do { /* a put of 0 bytes still sends its header (the peer checks it) */
+    uint64_t n = bytes - o < s->chunk ? bytes - o : s->chunk;
+    struct portMsg m = {ANYCCL_TRIG_PUT, (uint32_t)remoteId, dstOff + o, n, 0};
+    NCCLCHECK(sqPush(s, peer, &m, src + o, seq));
+    o += n;
+  } while (o < bytes);
+  return ncclSuccess;
+}
+
+ncclResult_t portNetSignal(struct anycclProxyService* s, int peer, int remoteSlot, uint64_t seq) {
+  struct portMsg m = {ANYCCL_TRIG_SIGNAL, (uint32_t)remoteSlot, 0, 0, 0};
+  return sqPush(s, peer, &m, NULL, seq);
+}
+
+void portNetClose(struct anycclProxyService* s) {
+  if (s->net == NULL || s->conns == NULL) return;
+  for (int q = 0; q < s->nRanks; q++) {
+    struct portConn* c = &s->conns[q];
+    if (c->sendComm) s->net->closeSend(c->sendComm);
+    if (c->recvComm) s->net->closeRecv(c->recvComm);
+    free(c->discard);
+    c->sendComm = c->recvComm = NULL;
+  }
+}
