@@ -38,8 +38,6 @@ typedef struct {
   ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
   ncclResult_t (*deregMr)(void* comm, void* mhandle);
   ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request);
-  /* anyccl extension: once the message's header arrived, tags[0] holds the
-   * tag the sender passed to isend (the proxy checks operation tags with it) */
   ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                         void** request);
   /* done: 1 when complete; sizes[0]: bytes received (irecv) or sent */
@@ -50,6 +48,10 @@ typedef struct {
   /* anyccl extension: an eventfd to write to when a request completes, so
    * that the proxy can sleep instead of polling test(). */
   void (*setNotify)(void* comm, int eventFd);
+  /* anyccl extension: test() that also gives a completed receive's tag (the
+   * one its sender passed to isend; the proxy carries operation tags in it).
+   * NULL: tags are not carried (receives get tag 0: sizes checked only). */
+  ncclResult_t (*testTag)(void* request, int* done, size_t* size, int* tag);
 } anycclNet_t;
 
 extern const anycclNet_t anycclNetSocket;

@@ -29,7 +29,6 @@ struct netConn {
   void* listenComm;
   int channel;             /* ring channel (spreads listens over devices), -1: p2p */
   void* reqs[ANYCCL_MAX_SLOTS];
-  int tags[ANYCCL_MAX_SLOTS]; /* receive: the tag each message arrived with (the slot size word's high half) */
   uint64_t posted, done;
   uint64_t doneShared;     /* copy of done for other threads (atomic) */
   int closed;              /* the peer closed this connection normally */
@@ -89,8 +88,8 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     void* data = c->buf + slot * c->slotBytes;
     size_t size = c->slotBytes;
     void* req = NULL;
-    nc->tags[slot] = 0;
-    *err = p->net->irecv(nc->netComm, 1, &data, &size, &nc->tags[slot], NULL, &req);
+    int tag = 0;
+    *err = p->net->irecv(nc->netComm, 1, &data, &size, &tag, NULL, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
     nc->posted++;
@@ -99,14 +98,14 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
   while (*err == ncclSuccess && nc->done < nc->posted) {
     int d = 0;
     size_t got = 0;
-    int slot = nc->done % c->nslots;
-    *err = p->net->test(nc->reqs[slot], &d, &got);
+    int slot = nc->done % c->nslots, rtag = 0;
+    *err = p->net->testTag ? p->net->testTag(nc->reqs[slot], &d, &got, &rtag) : p->net->test(nc->reqs[slot], &d, &got);
     if (!d) break;
     if (got == SIZE_MAX) { /* goodbye: the peer destroyed its communicator */
       nc->closed = 1;
       break;
     }
-    uint32_t tag = (uint32_t)nc->tags[slot];
+    uint32_t tag = (uint32_t)rtag; /* the operation tag of the slot (transport.h) */
     c->ctrl->sizes[slot] = anycclSizeWord(got, tag);
     if (tag == ANYCCL_TAG_POISON) anycclMismatchRemote(p->comm, c->peer, c->buf + slot * c->slotBytes, got);
     nc->done++;

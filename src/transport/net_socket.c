@@ -45,7 +45,6 @@ struct req {
   size_t size; /* send: bytes; recv: room */
   size_t got;  /* bytes that arrived (recv) */
   int tag;
-  int* tagOut; /* receive: where the sender's tag goes (anyccl extension; may be NULL) */
   int pending; /* tasks not yet complete */
   struct netMsgHeader hdr;
   struct task tasks[MAX_SOCKS + 1];
@@ -211,7 +210,6 @@ static void taskDone(struct sockComm* c, struct task* t) {
     __atomic_store_n(&c->peerClosed, 1, __ATOMIC_RELEASE);
     r->got = SIZE_MAX;
   } else if (t->header && !c->isSend) {
-    if (kind == 0 && r->tagOut) *r->tagOut = r->tag;
     if (kind < 0) {
       WARN("NET/Socket: message of %llu bytes arrived for a receive of %zu bytes", (unsigned long long)r->hdr.size,
            r->size);
@@ -522,7 +520,6 @@ static ncclResult_t netIrecv(void* comm, int n, void** data, size_t* sizes, int*
   if (r) {
     r->data = data[0];
     r->size = sizes[0];
-    r->tagOut = tags;
     struct task* t = &r->tasks[0];
     *t = (struct task){(char*)&r->hdr, sizeof(r->hdr), 0, r, 1, NULL};
     r->pending = 1;
@@ -533,7 +530,7 @@ static ncclResult_t netIrecv(void* comm, int n, void** data, size_t* sizes, int*
   return err;
 }
 
-static ncclResult_t netTest(void* request, int* done, size_t* sizes) {
+static ncclResult_t netTestTag(void* request, int* done, size_t* sizes, int* tag) {
   struct req* r = request;
   struct sockComm* c = r->comm;
   *done = 0;
@@ -544,11 +541,14 @@ static ncclResult_t netTest(void* request, int* done, size_t* sizes) {
   if (err == ncclSuccess && r->done) {
     *done = 1;
     if (sizes) *sizes = r->send ? r->size : r->got;
+    if (tag) *tag = r->send ? 0 : r->tag;
     r->used = 0;
   }
   pthread_mutex_unlock(&c->lock);
   return err;
 }
+
+static ncclResult_t netTest(void* request, int* done, size_t* sizes) { return netTestTag(request, done, sizes, NULL); }
 
 static ncclResult_t netCloseComm(void* comm) {
   if (comm) commDestroy(comm);
@@ -574,4 +574,4 @@ static void netSetNotify(void* comm, int fd) {
 const anycclNet_t anycclNetSocket = {
     "Socket",   netInit,   netDevices,    netGetProperties, netListen,    netConnect,    netAccept,
     netRegMr,   netDeregMr, netIsend,     netIrecv,         netTest,      netCloseComm,  netCloseComm,
-    netCloseListen, netSetNotify};
+    netCloseListen, netSetNotify, netTestTag};
