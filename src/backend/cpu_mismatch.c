@@ -251,6 +251,7 @@ static int remoteSigDiffers(struct ncclComm* comm, const struct anycclPhase* ph,
 void anycclSigSend(struct ncclComm* comm, const struct anycclPhase* ph) {
   if (ph->func == FUNC_SEND || comm->p2pSend == NULL) return;
   struct sig mine = sigOf(comm, ph);
+  int sent = 0;
   for (int q = 0; q < comm->nRanks; q++) {
     struct anycclConn* c = &comm->p2pSend[q];
     if (q == comm->rank || !c->net || c->ctrl == NULL) continue;
@@ -259,7 +260,10 @@ void anycclSigSend(struct ncclComm* comm, const struct anycclPhase* ph) {
     c->ctrl->sizes[c->step % c->nslots] = anycclSizeWord(sizeof(mine), ANYCCL_TAG_SIG);
     __atomic_store_n(&c->ctrl->tail, ++c->step, __ATOMIC_RELEASE);
     anycclBellRing(c->peerBell);
+    sent++;
   }
+  INFO(NCCL_COLL, "%s: rank %d stalled in collective #%llu: its signature went to %d remote peers",
+       anycclFuncName(ph->func), comm->rank, (unsigned long long)mine.num, sent);
 }
 
 int anycclMismatchSlot(struct ncclComm* comm, const struct anycclPhase* ph, const struct anycclConn* c,

@@ -71,6 +71,10 @@ static const case_t cases[] = {
     {"ok_ring", AR, {20000, 20000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
     {"ok_bc", BC, {20000, 20000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {1, 1}, NULL},
     {"ok_sendrecv", SR, {3 << 17, 3 << 17}, {ncclUint8, ncclUint8}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    /* ranks > 0 arrive 0.7 s late (rank 0 stalls: across hosts it sends its
+     * signature, which the others must skip), then a direct all-reduce over
+     * the connections that carried it */
+    {"ok_late", AR, {20000, 20000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
 };
 #define NCASES (int)(sizeof(cases) / sizeof(cases[0]))
 #define GUARD_BYTES (1u << 20) /* more than the largest difference of two ranks' buffers in any case */
@@ -148,6 +152,24 @@ static unsigned char* bufCheck(buf_t* b, int rank, const char* what) {
   return h;
 }
 
+/* A matching direct all-reduce of 1000 floats after a late arrival. */
+static void followUp(ncclComm_t comm, cudaStream_t stream, int rank, int n) {
+  float h[1000];
+  float* b;
+  for (int i = 0; i < 1000; i++) h[i] = (float)(rank + 1 + i % 7);
+  if (cudaMalloc((void**)&b, sizeof(h)) != cudaSuccess) fail("cudaMalloc");
+  cudaMemcpy(b, h, sizeof(h), cudaMemcpyDefault);
+  ncclResult_t r = ncclAllReduce(b, b, 1000, ncclFloat, ncclSum, comm, stream);
+  if (r != ncclSuccess || cudaStreamSynchronize(stream) != cudaSuccess) fail("rank %d: follow-up all-reduce", rank);
+  ncclResult_t async;
+  if (ncclCommGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess)
+    fail("rank %d: follow-up all-reduce ended with %s", rank, ncclGetErrorString(async));
+  cudaMemcpy(h, b, sizeof(h), cudaMemcpyDefault);
+  for (int i = 0; i < 1000; i++)
+    if (h[i] != (float)(n * (n + 1) / 2 + n * (i % 7))) fail("rank %d: follow-up element %d is %g", rank, i, h[i]);
+  cudaFree(b);
+}
+
 /* One rank of a case: returns after every check passed (fail() otherwise). */
 static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
   const int n = nRanks();
@@ -175,6 +197,8 @@ static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
   bufAlloc(&rb, count * es * mul, NULL);
   unsigned char* s = sb.data;
   unsigned char* d = rb.data;
+  int late = strcmp(c->name, "ok_late") == 0;
+  if (late && rank > 0) usleep(700000);
   switch (c->func) {
     case AR: r = ncclAllReduce(s, d, count, c->type[v], c->op[v], comm, stream); break;
     case BC: r = ncclBroadcast(s, d, count, c->type[v], c->root[v], comm, stream); break;
@@ -207,6 +231,7 @@ static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
     if (!idle && async == ncclSuccess) fail("rank %d: %s: the operation did not end in 10 s", rank, c->name);
     r = async;
   }
+  if (late && r == ncclSuccess) followUp(comm, stream, rank, n);
   double t0 = now();
   ncclResult_t fin = control && r == ncclSuccess ? ncclCommDestroy(comm) : ncclCommAbort(comm);
   if (fin != ncclSuccess) fail("rank %d: ncclCommAbort/Destroy: %s", rank, ncclGetErrorString(fin));
