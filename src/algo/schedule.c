@@ -367,6 +367,7 @@ ncclResult_t anycclAlgoPhase(struct ncclComm* comm, const struct anycclTask* t, 
    * (the executor checks at run time that the buffers can be reached). */
   ph->count = count;
   ph->root = t->root;
+  ph->func = t->func;
   size_t msgBytes = count * es * (t->func == FUNC_ALLTOALL ? (size_t)n : 1);
   if (comm->nHosts == 1 && n > 1 && comm->forceAlgo < 0 && comm->peerThreshold != (size_t)-1 &&
       msgBytes >= comm->peerThreshold && 2 * n <= ANYCCL_MAX_LANE_CONNS)
@@ -434,6 +435,7 @@ ncclResult_t anycclP2pPhase(struct ncclComm* comm, struct anycclTask** tasks, in
   ph->p2pOps = ops;
   NCCLCHECK(allocLanes(ph, 2 * n + 1));
   ph->what = "SendRecv";
+  ph->func = FUNC_SEND;
   ph->elemSize = 1;
   int k = 0;
   for (int i = 0; i < n; i++) {

@@ -38,8 +38,8 @@ static inline void recvDone(struct anycclConn* c) {
   __atomic_store_n(&c->ctrl->head, ++c->step, __ATOMIC_RELEASE);
   anycclBellRing(c->peerBell);
 }
-static inline void sendDone(struct anycclConn* c, size_t bytes) {
-  c->ctrl->sizes[c->step % c->nslots] = bytes;
+static inline void sendDone(struct anycclConn* c, size_t bytes, uint32_t tag) {
+  c->ctrl->sizes[c->step % c->nslots] = anycclSizeWord(bytes, tag);
   __atomic_store_n(&c->ctrl->tail, ++c->step, __ATOMIC_RELEASE);
   anycclBellRing(c->peerBell);
 }
@@ -60,8 +60,15 @@ static char* bufPtr(const struct anycclPhase* ph, const struct anycclLane* l, in
   }
 }
 
+/* A received slot's size word against the one expected: a word without a
+ * tag (a peer that does not tag) is checked on its bytes only. */
+static inline int slotMatches(uint64_t got, uint64_t want) {
+  return got == want || ((got >> 32) == 0 && (uint32_t)got == (uint32_t)want);
+}
+
 /* Run as many steps of a STEPS lane as are ready. Returns the number done,
- * or -1 on a protocol error (size mismatch: ranks disagree on the call). */
+ * or -1 on a protocol error (size or tag mismatch: ranks disagree on the
+ * call; nothing of the slot was used). */
 static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct ncclComm* comm) {
   int done = 0;
   while (!l->done) {
@@ -77,11 +84,11 @@ static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct
     size_t bytes = n * ph->elemSize;
     const void* in0;
     if (rc) {
-      if (rc->ctrl->sizes[rc->step % rc->nslots] != bytes) {
-        WARN("%s: rank %d expected %zu bytes from rank %d but got %llu: ranks called the collective with "
-             "different counts, types or roots",
-             ph->what, comm->rank, bytes, rc->peer, (unsigned long long)rc->ctrl->sizes[rc->step % rc->nslots]);
-        return -1;
+      uint64_t got = rc->ctrl->sizes[rc->step % rc->nslots], want = anycclSizeWord(bytes, ph->tag);
+      if (!slotMatches(got, want)) {
+        if (!anycclMismatchSlot(comm, ph, rc, want, got)) return -1;
+        recvDone(rc); /* a remote peer's signature, not data */
+        continue;
       }
       in0 = slotPtr(rc);
     } else {
@@ -104,7 +111,7 @@ static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct
     if (n > 0 && out0 != NULL && !(out0 == in0 && in1 == NULL && out1 == NULL && flags == 0))
       anycclReduce(&ph->op, n, in0, in1, out0, out1, flags);
     if (rc) recvDone(rc);
-    if (sc) sendDone(sc, bytes);
+    if (sc) sendDone(sc, bytes, ph->tag);
     done++;
     if (++l->cur == l->nsteps) {
       l->cur = 0;
@@ -126,17 +133,19 @@ static int p2pLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct 
     struct anycclP2pOp* op = &l->ops[l->pos];
     size_t n = op->bytes - l->sub;
     if (n > c->slotBytes) n = c->slotBytes;
+    /* a collective's tag, or the send's bytes */
+    uint32_t tag = ph->func == FUNC_SEND ? anycclP2pTag(op->bytes) : ph->tag;
     if (l->kind == LANE_P2P_SEND) {
       if (!sendReady(c)) break;
       memcpy(slotPtr(c), op->ptr + l->sub, n);
-      sendDone(c, n);
+      sendDone(c, n, tag);
     } else {
       if (!recvReady(c)) break;
-      uint64_t got = c->ctrl->sizes[c->step % c->nslots];
-      if (got != n) {
-        WARN("%s: rank %d expected %zu bytes from rank %d but got %llu: send and receive counts differ",
-             ph->what, comm->rank, n, c->peer, (unsigned long long)got);
-        return -1;
+      uint64_t got = c->ctrl->sizes[c->step % c->nslots], want = anycclSizeWord(n, tag);
+      if (!slotMatches(got, want)) {
+        if (!anycclMismatchSlot(comm, ph, c, want, got)) return -1;
+        recvDone(c); /* a remote peer's signature, not data */
+        continue;
       }
       memcpy(op->ptr + l->sub, slotPtr(c), n);
       recvDone(c);
@@ -200,6 +209,7 @@ ncclResult_t anycclCheckPeers(struct ncclComm* comm, const char* what) {
 }
 
 static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
+  anycclOpPublish(comm, ph);
   if (ph->peerFunc) {
     ncclResult_t res;
     if (anycclCpuPeerPhase(comm, ph, &res) || res != ncclSuccess) return res;
@@ -208,6 +218,7 @@ static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
   int spins = 0;
   if (ph->scalarPtr) memcpy(&ph->op.scalar, ph->scalarPtr, ph->elemSize);
   double lastProgress = 0, lastCheck = 0;
+  int sigSent = 0;
   for (int i = 0; i < ph->nlanes; i++) {
     struct anycclLane* l = &ph->lanes[i];
     if (l->kind == LANE_COPY) copyLaneRun(l);
@@ -244,6 +255,12 @@ static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
       lastCheck = t;
       ncclResult_t dead = anycclCheckPeers(comm, ph->what);
       if (dead != ncclSuccess) return dead;
+    }
+    ncclResult_t bad = anycclMismatchPoll(comm, ph);
+    if (bad != ncclSuccess) return bad;
+    if (!sigSent && comm->proxy && (t - lastProgress) * 1000 >= (comm->peerCheckMs > 0 ? comm->peerCheckMs : 500)) {
+      sigSent = 1;
+      anycclSigSend(comm, ph);
     }
     if (comm->opTimeoutSec > 0 && t - lastProgress > comm->opTimeoutSec) {
       WARN("%s: rank %d made no progress for %lld s (ANYCCL_OP_TIMEOUT): a peer is gone or did not call the "

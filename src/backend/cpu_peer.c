@@ -29,25 +29,33 @@
 
 #define BLOCK_BYTES (32 << 10) /* reduction block: stays in L1/L2 */
 
-static struct anycclXchg* xchgOf(struct ncclComm* comm, int q) {
-  return (struct anycclXchg*)(comm->peerBase[q] + 64);
-}
+#define xchgOf anycclXchgOf
 
 static void ringAll(struct ncclComm* comm) {
   for (int q = 0; q < comm->nRanks; q++)
     if (q != comm->rank) anycclBellRing((struct anycclBell*)comm->peerBase[q]);
 }
 
-/* Wait until every peer's field (seq or done) reaches `seq`. */
-static ncclResult_t waitAll(struct ncclComm* comm, int field, uint64_t seq) {
+static int allReached(struct ncclComm* comm, int field, uint64_t seq) {
+  for (int q = 0; q < comm->nRanks; q++) {
+    struct anycclXchg* x = xchgOf(comm, q);
+    if (__atomic_load_n(field ? &x->done : &x->seq, __ATOMIC_SEQ_CST) < seq) return 0;
+  }
+  return 1;
+}
+
+/* Wait until every peer's field (seq or done) reaches `seq`. Waiting for
+ * the entries (field 0), a peer that runs this collective otherwise (FIFO
+ * lanes: its data in my FIFOs, or its entry's signature) is a mismatch. */
+static ncclResult_t waitAll(struct ncclComm* comm, const struct anycclPhase* ph, int field, uint64_t seq) {
   int spins = 0;
-  double lastCheck = 0;
+  double lastCheck = 0, start = 0;
   for (;;) {
     uint32_t seen = __atomic_load_n(&comm->bell->bell, __ATOMIC_SEQ_CST);
     int ready = 1;
     for (int q = 0; q < comm->nRanks && ready; q++) {
       struct anycclXchg* x = xchgOf(comm, q);
-      uint64_t v = __atomic_load_n(field ? &x->done : &x->seq, __ATOMIC_ACQUIRE);
+      uint64_t v = __atomic_load_n(field ? &x->done : &x->seq, __ATOMIC_SEQ_CST);
       ready = v >= seq;
     }
     if (ready) return ncclSuccess;
@@ -60,11 +68,21 @@ static ncclResult_t waitAll(struct ncclComm* comm, int field, uint64_t seq) {
       continue;
     }
     double t = anycclNowSec();
-    if (lastCheck == 0) lastCheck = t;
+    if (lastCheck == 0) lastCheck = start = t;
     if (comm->peerCheckMs > 0 && (t - lastCheck) * 1000 >= comm->peerCheckMs) {
       lastCheck = t;
       ncclResult_t dead = anycclCheckPeers(comm, "single-copy phase");
       if (dead != ncclSuccess) return dead;
+    }
+    if (field == 0) {
+      ncclResult_t bad = anycclMismatchPoll(comm, ph);
+      if (bad != ncclSuccess) return bad;
+    }
+    if (comm->opTimeoutSec > 0 && t - start > comm->opTimeoutSec) {
+      WARN("%s: rank %d waited %lld s for its peers in the single-copy exchange (ANYCCL_OP_TIMEOUT): a peer is gone "
+           "or did not call the same operation; the communicator is now in error",
+           ph->what, comm->rank, (long long)comm->opTimeoutSec);
+      return ncclSystemError;
     }
     anycclBellWait(comm->bell, seen);
   }
@@ -255,11 +273,28 @@ int anycclCpuPeerPhase(struct ncclComm* comm, struct anycclPhase* ph, ncclResult
   me->out = ph->out;
   me->scalar = ph->op.scalar;
   me->shareable = exportBuffer(ph->in, &me->inH, &me->inOff) && exportBuffer(ph->out, &me->outH, &me->outOff);
-  __atomic_store_n(&me->seq, seq, __ATOMIC_RELEASE);
+  __atomic_store_n(&me->seq, seq, __ATOMIC_SEQ_CST);
   ringAll(comm);
-  if ((*res = waitAll(comm, 0, seq)) != ncclSuccess) return 1;
-  /* Same decision on every rank: all in my process, or all exported. */
   int ok = 1;
+  if ((*res = waitAll(comm, ph, 0, seq)) != ncclSuccess) {
+    if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) || __atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE))
+      return 1;
+    /* Leaving early: nobody may start on my buffers after this (they see
+     * failSeq), and if all entries are in already, somebody may have
+     * started: then I stay for the handshake, doing nothing. */
+    __atomic_store_n(&me->failSeq, seq, __ATOMIC_SEQ_CST);
+    if (!allReached(comm, 0, seq)) {
+      __atomic_store_n(&me->done, seq, __ATOMIC_RELEASE);
+      ringAll(comm);
+      return 1;
+    }
+    ok = 0;
+  } else if (!anycclPeerAgree(comm, ph, seq)) {
+    /* The ranks called different operations: nobody touches anything. */
+    *res = ncclInvalidUsage;
+    ok = 0;
+  }
+  /* Same decision on every rank: all in my process, or all exported. */
   for (int q = 0; q < n; q++) {
     const struct anycclXchg* x = xchgOf(comm, q);
     if (x->pid != me->pid && !x->shareable) ok = 0;
@@ -270,7 +305,7 @@ int anycclCpuPeerPhase(struct ncclComm* comm, struct anycclPhase* ph, ncclResult
     for (int q = 0; q < n; q++) ok &= xchgOf(comm, q)->shareable;
   char* ins[ANYCCL_MAX_LANE_CONNS];
   char* outs[ANYCCL_MAX_LANE_CONNS];
-  if (ok) {
+  if (ok && *res == ncclSuccess) {
     for (int q = 0; q < n && *res == ncclSuccess; q++) {
       const struct anycclXchg* x = xchgOf(comm, q);
       *res = importBuffer(comm, q, x->in, &x->inH, x->inOff, &ins[q]);
@@ -282,7 +317,7 @@ int anycclCpuPeerPhase(struct ncclComm* comm, struct anycclPhase* ph, ncclResult
    * with each other's buffers. */
   __atomic_store_n(&me->done, seq, __ATOMIC_RELEASE);
   ringAll(comm);
-  ncclResult_t w = waitAll(comm, 1, seq);
+  ncclResult_t w = waitAll(comm, ph, 1, seq);
   if (*res == ncclSuccess) *res = w;
   return ok;
 }

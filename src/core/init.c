@@ -705,6 +705,7 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * a
     return ncclInvalidArgument;
   }
   ncclResult_t kernelErr = anycclCudaAsyncError(comm);
+  if (kernelErr == ncclSuccess) kernelErr = anycclCpuAsyncError(comm); /* a local peer reported a mismatch */
   if (kernelErr != ncclSuccess) anycclCommSetError(comm, kernelErr);
   *asyncError = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
   if (*asyncError != ncclInProgress) joinInit(comm);

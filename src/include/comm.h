@@ -88,6 +88,8 @@ struct ncclComm {
   struct anycclIpcMap* ipcMaps;  /* peers' buffers opened through IPC, cached */
   int nIpcMaps, capIpcMaps;
   size_t peerThreshold;          /* bytes from which single-copy phases are used */
+  uint64_t collNum;              /* collective phases run so far (executor side) */
+  uint32_t mismatchWarned;       /* this rank printed its mismatch WARN (atomic) */
 
   /* work */
   struct anycclTask* taskHead;   /* tasks of the open group */
@@ -179,6 +181,13 @@ ncclResult_t anycclCudaEncodeForTest(struct ncclComm* comm, const struct anycclP
                                      size_t cap, int* planLane, int* cut);
 
 enum { ANYCCL_ALGO_RING = 0, ANYCCL_ALGO_DIRECT = 1 };
+
+/* A rank's exchange entry (single-copy buffers, current collective, mismatch
+ * report) in its segment, as mapped here; only for local peers (peerBase[q]
+ * is NULL for a remote one). */
+static inline struct anycclXchg* anycclXchgOf(struct ncclComm* comm, int q) {
+  return (struct anycclXchg*)(comm->peerBase[q] + 64);
+}
 
 
 /* Live communicator registry: a destroyed or bogus pointer is caught. */

@@ -48,6 +48,10 @@ typedef struct {
   /* anyccl extension: an eventfd to write to when a request completes, so
    * that the proxy can sleep instead of polling test(). */
   void (*setNotify)(void* comm, int eventFd);
+  /* anyccl extension: test() that also gives a completed receive's tag (the
+   * one its sender passed to isend; the proxy carries operation tags in it).
+   * NULL: tags are not carried (receives get tag 0: sizes checked only). */
+  ncclResult_t (*testTag)(void* request, int* done, size_t* size, int* tag);
 } anycclNet_t;
 
 extern const anycclNet_t anycclNetSocket;

@@ -88,6 +88,8 @@ struct anycclPhase {
   int peerFunc;                  /* FUNC_* + 1, or 0 */
   int root;
   size_t count;
+  int func;                      /* FUNC_* (FUNC_SEND: a send/recv phase) */
+  uint32_t tag;                  /* slot tag of a collective phase (executor) */
 };
 
 struct ncclComm;
@@ -124,6 +126,31 @@ static inline void anycclCpuRelax(void) {
   __asm__ volatile("yield");
 #endif
 }
+/* Ranks that call different operations (backend/cpu_mismatch.c). Detection
+ * rides on what the ranks exchange anyway: slot size words carry a tag of
+ * the operation, every collective publishes its signature in the exchange
+ * entry, and waits compare them on their slow path only. */
+void anycclOpPublish(struct ncclComm* comm, struct anycclPhase* ph); /* at a phase's start: ph->tag, record */
+uint32_t anycclP2pTag(size_t bytes);                                  /* tag of a send of `bytes` bytes */
+/* Slow path of a wait: ncclInvalidUsage (after one WARN) if a local peer
+ * reported a mismatch, runs the same collective with other arguments, or a
+ * FIFO holds data of this collective number with another signature. */
+ncclResult_t anycclMismatchPoll(struct ncclComm* comm, const struct anycclPhase* ph);
+/* A lane found a slot whose size word is not `want`: 1 if it is a remote
+ * peer's signature that agrees (consume it and go on), else 0 after one
+ * WARN and the report. */
+int anycclMismatchSlot(struct ncclComm* comm, const struct anycclPhase* ph, const struct anycclConn* c,
+                       uint64_t want, uint64_t got);
+/* A collective stalled: send my signature to my remote peers (once a phase),
+ * whose slow path compares it (all of them may be waiting, no data moving). */
+void anycclSigSend(struct ncclComm* comm, const struct anycclPhase* ph);
+/* Single-copy: 1 if every rank's entry describes the same collective as
+ * mine (and none left the exchange), else 0 after one WARN. */
+int anycclPeerAgree(struct ncclComm* comm, const struct anycclPhase* ph, uint64_t seq);
+/* The proxy received a mismatch report from a remote peer. */
+void anycclMismatchRemote(struct ncclComm* comm, int peer, const char* text, size_t len);
+/* ncclCommGetAsyncError: ncclInvalidUsage once a local peer reported one. */
+ncclResult_t anycclCpuAsyncError(struct ncclComm* comm);
 /* ncclRemoteError (with a WARN) if a same-host peer's process is gone. */
 ncclResult_t anycclCheckPeers(struct ncclComm* comm, const char* what);
 

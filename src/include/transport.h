@@ -27,6 +27,17 @@ struct anycclBell {
   char pad[ANYCCL_CACHELINE - 12];
 };
 
+/* A slot's size word: the bytes in the slot (low 32 bits) and a tag (high
+ * 32 bits) that names the operation the slot belongs to, so that a receiver
+ * sees at once that its peer called something else (cpu_mismatch.c). Tag 0:
+ * not checked (the cuda backend's slots). */
+#define ANYCCL_TAG_POISON 0x40000000u /* a mismatch report (remote peers) */
+#define ANYCCL_TAG_SIG 0x40000001u    /* a stalled rank's collective signature (remote peers; skipped) */
+#define ANYCCL_TAG_COLL 0x80000000u   /* | collective number (8 bits) << 22 | signature hash (22 bits) */
+#define ANYCCL_TAG_P2P 0xC0000000u    /* | bytes of the send (< 2^29), or 1 << 29 | hash of them */
+#define ANYCCL_TAG_KIND(t) ((t) & 0xC0000000u)
+static inline uint64_t anycclSizeWord(size_t bytes, uint32_t tag) { return (uint64_t)tag << 32 | (uint32_t)bytes; }
+
 struct anycclFifoCtrl {
   uint64_t tail; /* slots posted by the sender */
   char pad0[ANYCCL_CACHELINE - 8];
@@ -39,8 +50,16 @@ struct anycclFifoCtrl {
  * lives in its segment right after the doorbell. */
 struct anycclXchg {
   uint64_t seq;              /* peer phase number this entry is for */
-  char pad0[ANYCCL_CACHELINE - 8];
-  uint64_t done;             /* peer phase number this rank has finished */
+  /* The collective this rank runs now, published by every collective phase
+   * (a seqlock: opVer is odd while the fields change), so that a waiting peer
+   * can tell that the ranks disagree (backend/cpu_mismatch.c). In seq's
+   * line: the single-copy exchange reads them with seq, at no extra miss. */
+  uint64_t opVer;
+  uint64_t opNum;            /* 1 + collectives this rank ran before it */
+  uint64_t opCount;
+  int32_t opFunc, opType, opRed, opRoot;
+  uint64_t failSeq;          /* peer phase this rank left without its handshake */
+  uint64_t done __attribute__((aligned(ANYCCL_CACHELINE))); /* peer phase number this rank has finished */
   char pad1[ANYCCL_CACHELINE - 8];
   int pid;
   int shareable;             /* handles below are valid (other processes can map) */
@@ -49,7 +68,14 @@ struct anycclXchg {
   size_t inOff, outOff;      /* offsets of in/out inside their allocations */
   uint64_t scalar;           /* this rank's PreMulSum scalar (ranks may differ) */
   cudaIpcMemHandle_t inH, outH;
+  /* Set once this rank found that the ranks called different operations:
+   * every local peer adopts it (ncclInvalidUsage). */
+  uint32_t reported __attribute__((aligned(ANYCCL_CACHELINE)));
+  char report[244];
 };
+_Static_assert(__builtin_offsetof(struct anycclXchg, failSeq) < ANYCCL_CACHELINE, "seq, the record, failSeq: one line");
+
+_Static_assert(64 + sizeof(struct anycclXchg) <= 4096, "a segment's header (bell, xchg) is 4 KiB");
 
 /* One end of a connection, as the executor uses it. */
 struct anycclConn {

@@ -32,6 +32,7 @@ struct netConn {
   uint64_t posted, done;
   uint64_t doneShared;     /* copy of done for other threads (atomic) */
   int closed;              /* the peer closed this connection normally */
+  int broken;              /* failed while the proxy looked for a mismatch report */
   char* staging;           /* send: ctrl + slots, owned here */
 };
 
@@ -58,7 +59,8 @@ static int progressSend(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
   while (nc->posted < tail) {
     int slot = nc->posted % c->nslots;
     void* req = NULL;
-    *err = p->net->isend(nc->netComm, c->buf + slot * c->slotBytes, c->ctrl->sizes[slot], 0, NULL, &req);
+    uint64_t word = c->ctrl->sizes[slot]; /* bytes | operation tag << 32 (transport.h) */
+    *err = p->net->isend(nc->netComm, c->buf + slot * c->slotBytes, (uint32_t)word, (int)(word >> 32), NULL, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
     nc->posted++;
@@ -85,8 +87,8 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     int slot = nc->posted % c->nslots;
     void* data = c->buf + slot * c->slotBytes;
     size_t size = c->slotBytes;
-    int tag = 0;
     void* req = NULL;
+    int tag = 0;
     *err = p->net->irecv(nc->netComm, 1, &data, &size, &tag, NULL, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
@@ -96,14 +98,16 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
   while (*err == ncclSuccess && nc->done < nc->posted) {
     int d = 0;
     size_t got = 0;
-    int slot = nc->done % c->nslots;
-    *err = p->net->test(nc->reqs[slot], &d, &got);
+    int slot = nc->done % c->nslots, rtag = 0;
+    *err = p->net->testTag ? p->net->testTag(nc->reqs[slot], &d, &got, &rtag) : p->net->test(nc->reqs[slot], &d, &got);
     if (!d) break;
     if (got == SIZE_MAX) { /* goodbye: the peer destroyed its communicator */
       nc->closed = 1;
       break;
     }
-    c->ctrl->sizes[slot] = got;
+    uint32_t tag = (uint32_t)rtag; /* the operation tag of the slot (transport.h) */
+    c->ctrl->sizes[slot] = anycclSizeWord(got, tag);
+    if (tag == ANYCCL_TAG_POISON) anycclMismatchRemote(p->comm, c->peer, c->buf + slot * c->slotBytes, got);
     nc->done++;
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
     if (p->comm->bell) anycclBellRing(p->comm->bell);
@@ -119,6 +123,26 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
 #define GPU_ACTIVE_MS 20
 #define GPU_IDLE_MS 1
 
+/* Error path: give the other receive connections up to 300 ms to deliver a
+ * mismatch report (anycclMismatchRemote) before the loss is reported. */
+static void graceForReport(struct anycclProxy* p, int failed) {
+  int64_t end = ncclSocketClockMs() + 300;
+  while (!__atomic_load_n(&p->comm->mismatchWarned, __ATOMIC_ACQUIRE) && ncclSocketClockMs() < end &&
+         !__atomic_load_n(&p->comm->abortFlag, __ATOMIC_ACQUIRE)) {
+    int live = 0;
+    for (int i = 0; i < p->nconns; i++) {
+      struct netConn* nc = &p->conns[i];
+      ncclResult_t e = ncclSuccess;
+      if (i == failed || nc->send || nc->closed || nc->broken) continue;
+      progressRecv(p, nc, &e);
+      if (e != ncclSuccess) nc->broken = 1;
+      else live = 1;
+    }
+    if (!live) return;
+    usleep(1000);
+  }
+}
+
 static void* proxyMain(void* arg) {
   struct anycclProxy* p = arg;
   struct ncclComm* comm = p->comm;
@@ -133,7 +157,11 @@ static void* proxyMain(void* arg) {
       if (err != ncclSuccess) failed = i;
     }
     if (err != ncclSuccess) {
-      if (!__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) {
+      /* A peer that found a mismatch sends its report and aborts: its other
+       * connections may break before ours has delivered the report. */
+      graceForReport(p, failed);
+      /* (after a mismatch report the peers abort: no second WARN) */
+      if (!__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) && !__atomic_load_n(&comm->mismatchWarned, __ATOMIC_ACQUIRE)) {
         const struct netConn* nc = &p->conns[failed];
         WARN("NET: rank %d lost its %s connection to rank %d (%s): the peer is gone or the network dropped it "
              "(ANYCCL_NET_TIMEOUT); the communicator is in error (ncclCommAbort it)",

@@ -530,7 +530,7 @@ static ncclResult_t netIrecv(void* comm, int n, void** data, size_t* sizes, int*
   return err;
 }
 
-static ncclResult_t netTest(void* request, int* done, size_t* sizes) {
+static ncclResult_t netTestTag(void* request, int* done, size_t* sizes, int* tag) {
   struct req* r = request;
   struct sockComm* c = r->comm;
   *done = 0;
@@ -541,11 +541,14 @@ static ncclResult_t netTest(void* request, int* done, size_t* sizes) {
   if (err == ncclSuccess && r->done) {
     *done = 1;
     if (sizes) *sizes = r->send ? r->size : r->got;
+    if (tag) *tag = r->send ? 0 : r->tag;
     r->used = 0;
   }
   pthread_mutex_unlock(&c->lock);
   return err;
 }
+
+static ncclResult_t netTest(void* request, int* done, size_t* sizes) { return netTestTag(request, done, sizes, NULL); }
 
 static ncclResult_t netCloseComm(void* comm) {
   if (comm) commDestroy(comm);
@@ -571,4 +574,4 @@ static void netSetNotify(void* comm, int fd) {
 const anycclNet_t anycclNetSocket = {
     "Socket",   netInit,   netDevices,    netGetProperties, netListen,    netConnect,    netAccept,
     netRegMr,   netDeregMr, netIsend,     netIrecv,         netTest,      netCloseComm,  netCloseComm,
-    netCloseListen, netSetNotify};
+    netCloseListen, netSetNotify, netTestTag};
