@@ -11,6 +11,7 @@
 #include "bootstrap.h"
 #include "checks.h"
 #include "comm.h"
+#include "exec.h"
 #include "param.h"
 #include "rt.h"
 #include "topo.h"
@@ -47,6 +48,7 @@ static ncclResult_t commAlloc(struct ncclComm** out, int nranks, int rank, int c
   ncclConfig_t defaults = NCCL_CONFIG_INITIALIZER;
   comm->config = config ? *config : defaults;
   comm->blocking = comm->config.blocking == NCCL_CONFIG_UNDEF_INT ? 1 : comm->config.blocking;
+  comm->exec = anycclExecFor(anycclRt.kind);
   anycclCommRegister(comm);
   *out = comm;
   return ncclSuccess;
@@ -54,8 +56,7 @@ static ncclResult_t commAlloc(struct ncclComm** out, int nranks, int rank, int c
 
 void anycclCommFree(struct ncclComm* comm) {
   anycclCommUnregister(comm);
-  if (comm->cuda) anycclCudaFree(comm);
-  else anycclTransportFree(comm);
+  if (comm->exec) comm->exec->free(comm);
   if (comm->bootstrap) bootstrapClose(comm->bootstrap);
   free(comm->peerInfo);
   free(comm->ringOrder);
@@ -256,12 +257,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
     else if (r == 0) WARN("NCCL_ALGO=%s: unknown here (Ring, Direct); choosing automatically", algo);
   }
 
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
-    comm->peerThreshold = (size_t)-1; /* single-copy phases are the cpu executor's */
-    NCCLCHECK(anycclCudaSetup(comm));
-  } else {
-    NCCLCHECK(anycclTransportSetup(comm));
-  }
+  NCCLCHECK(comm->exec->setup(comm));
   /* A rank with network peers shares its cores with its proxy and socket
    * threads: it must not spin on them. */
   if (comm->proxy) comm->yieldSpin = 1;
@@ -569,8 +565,7 @@ NCCL_API(ncclResult_t, ncclCommShrink,
   }
   if (shrinkFlags == NCCL_SHRINK_ABORT) {
     __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
-    anycclCudaAbort(comm);
-    if (comm->bell) anycclBellRing(comm->bell);
+    anycclExecAbort(comm);
     anycclCommWaitRunning(comm); /* as ncclCommRevoke */
   }
   int nNew = 0, newRank = -1, leader = -1;
@@ -634,8 +629,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm)) {
      * on the same stream) must not hold the destroy up: it is stopped, and
      * ends at once when it starts. */
     __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
-    anycclCudaAbort(comm);
-    if (comm->bell) anycclBellRing(comm->bell);
+    anycclExecAbort(comm);
     anycclCommStopAndFree(comm);
     return ncclSuccess;
   }
@@ -650,8 +644,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm)) {
   /* The bootstrap and every executor wait watch abortFlag: an init in
    * progress and running plans return promptly; commFree then closes. */
   __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
-  anycclCudaAbort(comm);
-  if (comm->bell) anycclBellRing(comm->bell);
+  anycclExecAbort(comm);
   joinInit(comm);
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d - Abort COMPLETE", (void*)comm, comm->rank, comm->nRanks);
   anycclCommStopAndFree(comm); /* plans not started yet do not hold the abort up */
@@ -665,8 +658,7 @@ NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags)) {
     return ncclInvalidArgument;
   }
   __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
-  anycclCudaAbort(comm);
-  if (comm->bell) anycclBellRing(comm->bell);
+  anycclExecAbort(comm);
   anycclCommWaitRunning(comm); /* queued plans end at once when they start */
   return ncclSuccess;
 }
@@ -677,7 +669,7 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * a
     WARN("ncclCommGetAsyncError: asyncError is NULL");
     return ncclInvalidArgument;
   }
-  ncclResult_t kernelErr = anycclCudaAsyncError(comm);
+  ncclResult_t kernelErr = comm->exec ? comm->exec->asyncError(comm) : ncclSuccess;
   if (kernelErr != ncclSuccess) anycclCommSetError(comm, kernelErr);
   *asyncError = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
   if (*asyncError != ncclInProgress) joinInit(comm);

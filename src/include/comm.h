@@ -48,8 +48,10 @@ struct anycclIpcMap {
   char* base;
 };
 
+struct anycclExec;
 struct ncclComm {
   int rank, nRanks, cudaDev;
+  const struct anycclExec* exec; /* the backend's executor (exec.h) */
   char busId[32];
   ncclConfig_t config;
   int blocking;

@@ -9,11 +9,11 @@
 
 typedef void (*anycclHostFn)(void* arg);
 
-typedef enum { ANYCCL_BACKEND_NONE = 0, ANYCCL_BACKEND_CPU, ANYCCL_BACKEND_CUDA } anycclBackendKind;
+typedef enum { ANYCCL_BACKEND_NONE = 0, ANYCCL_BACKEND_CPU, ANYCCL_BACKEND_CUDA, ANYCCL_BACKEND_SIM } anycclBackendKind;
 
 struct anycclRt {
   anycclBackendKind kind;
-  const char* name; /* "cpu" or "cuda" */
+  const char* name; /* "cpu", "cuda" or "sim" */
   int (*getDevice)(int* dev);
   int (*setDevice)(int dev);
   int (*getDeviceCount)(int* n);

@@ -1,0 +1,43 @@
+/* The cpu executor as the core sees it (exec.h): plans run on the stream as
+ * host functions (cpu_exec.c), over the transports' FIFOs. */
+#include "checks.h"
+#include "comm.h"
+#include "exec.h"
+#include "rt.h"
+
+/* A plan starts on its stream: from here an abort waits for it. */
+static void planRun(void* arg) {
+  anycclCommRunBegin(((struct anycclPlan*)arg)->comm);
+  anycclCpuExecute(arg);
+}
+
+static ncclResult_t cpuLaunch(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream) {
+  plan->seq = comm->launches++;
+  anycclCommWorkStart(comm);
+  int err = anycclRt.launchHostFunc(stream, planRun, plan);
+  if (err != 0) {
+    WARN("Launching on stream %p failed: %s (%d); is the stream valid and on device %d?", (void*)stream,
+         anycclRt.getErrorString(err), err, comm->cudaDev);
+    comm->launches--;
+    anycclPlanFree(plan);
+    anycclCommWorkDone(comm);
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+/* Waits sleep on the doorbell: ring it so that they see the flag now. */
+static void cpuAbort(struct ncclComm* comm) {
+  if (comm->bell) anycclBellRing(comm->bell);
+}
+
+static ncclResult_t cpuAsyncError(struct ncclComm* comm) { return ncclSuccess; }
+
+const struct anycclExec anycclExecCpu = {
+    .name = "cpu",
+    .setup = anycclTransportSetup,
+    .launch = cpuLaunch,
+    .abort = cpuAbort,
+    .asyncError = cpuAsyncError,
+    .free = anycclTransportFree,
+};
