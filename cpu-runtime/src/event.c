@@ -72,7 +72,7 @@ CPURT_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
 
 static void recordRun(struct cpurtOp *op) {
   struct cpurtEvent *ev = op->u.rec.ev;
-  int64_t now = cpurtNowNs();
+  int64_t now = cpurtSim ? cpurtSelf()->opStart : cpurtNowNs();
   pthread_mutex_lock(&ev->lock);
   if (ev->gen == op->u.rec.gen) {
     ev->timeNs = now;
@@ -166,6 +166,11 @@ CPURT_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (s) {
     cpurtStreamWaitFor(s, seq);
     cpurtStreamRelease(s);
+  }
+  if (cpurtSim) {
+    pthread_mutex_lock(&ev->lock);
+    if (ev->timed) cpurtSimWaited(ev->timeNs);
+    pthread_mutex_unlock(&ev->lock);
   }
   eventRelease(ev);
   return cudaSuccess;

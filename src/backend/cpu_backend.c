@@ -12,18 +12,7 @@ static void planRun(void* arg) {
 }
 
 static ncclResult_t cpuLaunch(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream) {
-  plan->seq = comm->launches++;
-  anycclCommWorkStart(comm);
-  int err = anycclRt.launchHostFunc(stream, planRun, plan);
-  if (err != 0) {
-    WARN("Launching on stream %p failed: %s (%d); is the stream valid and on device %d?", (void*)stream,
-         anycclRt.getErrorString(err), err, comm->cudaDev);
-    comm->launches--;
-    anycclPlanFree(plan);
-    anycclCommWorkDone(comm);
-    return ncclUnhandledCudaError;
-  }
-  return ncclSuccess;
+  return anycclExecLaunchHost(comm, plan, stream, planRun);
 }
 
 /* Waits sleep on the doorbell: ring it so that they see the flag now. */

@@ -161,6 +161,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   if (r == 0) pthread_once(&bannerOnce, banner);
   CUDACHECK(anycclRt.setDevice(comm->cudaDev));
   CUDACHECK(anycclRt.deviceGetPCIBusId(comm->busId, sizeof(comm->busId), comm->cudaDev));
+  if (anycclRt.kind == ANYCCL_BACKEND_SIM) return anycclSimCommSetup(comm, id); /* no bootstrap, no peers */
   NCCLCHECK(bootstrapInit(id, r, n, &comm->abortFlag, &comm->bootstrap));
 
   pthread_once(&tokenOnce, tokenInit);
@@ -174,18 +175,49 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   snprintf(me->busId, sizeof(me->busId), "%s", comm->busId);
   const char* hid = anycclParamStr(PARAM_HOSTID);
   snprintf(me->hostId, sizeof(me->hostId), "%s", hid ? hid : "");
+  anycclCommPeerDefaults(me);
+  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
+  NCCLCHECK(checkDuplicateDevices(comm));
+  anycclCommGeometry(comm);
+  comm->localRanks = comm->localRank = 0;
+  for (int i = 0; i < n; i++)
+    if (comm->peerInfo[i].hostHash == me->hostHash) {
+      if (i < r) comm->localRank++;
+      comm->localRanks++;
+    }
+  anycclCommNetChannels(comm);
+  NCCLCHECK(setupRings(comm));
+  /* 64-byte aligned: the vector reductions take a slower path otherwise */
+  if (posix_memalign((void**)&comm->scratch, 64, (size_t)comm->nChannels * comm->slotBytes) != 0)
+    return ncclSystemError;
+  anycclCommTuning(comm);
+  NCCLCHECK(comm->exec->setup(comm));
+  /* A rank with network peers shares its cores with its proxy and socket
+   * threads: it must not spin on them. */
+  if (comm->proxy) comm->yieldSpin = 1;
+  if (comm->spinCount < 0) comm->spinCount = comm->yieldSpin ? 200 : 20000;
+  INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d cudaDev %d busId %s backend %s - "
+       "Init COMPLETE",
+       (void*)comm, r, n, comm->nHosts, comm->localRanks, comm->localRank, comm->cudaDev, comm->busId, anycclRt.name);
+  return ncclSuccess;
+}
+
+/* GPUs (real or simulated) want more channels (one block each) and larger
+ * FIFOs, unless the user chose. */
+static int gpuKind(void) { return anycclRt.kind == ANYCCL_BACKEND_CUDA || anycclRt.kind == ANYCCL_BACKEND_SIM; }
+
+void anycclCommPeerDefaults(struct anycclPeerInfo* me) {
   me->maxChannels = (int)anycclParamInt(PARAM_MAX_NCHANNELS);
   me->nslots = (int)anycclParamInt(PARAM_NSLOTS);
   me->slotBytes = (size_t)anycclParamInt(PARAM_BUFFSIZE);
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
-    /* GPUs want more channels (one block each) and larger FIFOs, unless the
-     * user chose. */
+  if (gpuKind()) {
     if (getenv("NCCL_MAX_NCHANNELS") == NULL) me->maxChannels = (int)anycclParamInt(PARAM_CUDA_NCHANNELS);
     if (getenv("NCCL_BUFFSIZE") == NULL) me->slotBytes = (size_t)anycclParamInt(PARAM_CUDA_BUFFSIZE);
   }
-  NCCLCHECK(bootstrapAllGather(comm->bootstrap, comm->peerInfo, sizeof(struct anycclPeerInfo)));
-  NCCLCHECK(checkDuplicateDevices(comm));
+}
 
+void anycclCommGeometry(struct ncclComm* comm) {
+  int n = comm->nRanks;
   /* Geometry agreed by all: rank 0's FIFO shape, the smallest channel cap. */
   int nslots = comm->peerInfo[0].nslots;
   if (nslots < 2) nslots = 2;
@@ -206,7 +238,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
    * channel pays the step latency (the cost model of ringLanes). */
   comm->minChannelBytes = comm->channelBytes = 64 << 10;
   comm->baseChannels = 1;
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
+  if (gpuKind()) {
     comm->minChannelBytes = 8 << 10;
     comm->channelBytes = (size_t)anycclParamInt(PARAM_CUDA_CHANNEL_BYTES);
     comm->baseChannels = (int)anycclParamInt(PARAM_CUDA_BASE_CHANNELS);
@@ -214,29 +246,25 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   }
   comm->chainBytes = comm->channelBytes;
   comm->chainBytesPast64 = 2 * comm->channelBytes;
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
+  if (gpuKind()) {
     comm->chainBytes = (size_t)anycclParamInt(PARAM_CUDA_CHAIN_BYTES);
     if (comm->chainBytes < comm->minChannelBytes) comm->chainBytes = comm->minChannelBytes;
     comm->chainBytesPast64 = 4 * comm->chainBytes;
   }
-  comm->localRanks = comm->localRank = 0;
-  for (int i = 0; i < n; i++)
-    if (comm->peerInfo[i].hostHash == me->hostHash) {
-      if (i < r) comm->localRank++;
-      comm->localRanks++;
-    }
+}
 
-  /* GPU communicators spanning hosts: every ring channel crossing hosts
-   * has sockets and pinned FIFOs of its own (cuda_backend.c). */
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA && comm->localRanks < n) {
+/* GPU communicators spanning hosts: every ring channel crossing hosts
+ * has sockets and pinned FIFOs of its own (cuda_backend.c). */
+void anycclCommNetChannels(struct ncclComm* comm) {
+  if (gpuKind() && comm->localRanks < comm->nRanks) {
     int cap = (int)anycclParamInt(PARAM_CUDA_NET_CHANNELS);
     if (cap < 1) cap = 1;
     if (comm->nChannels > cap) comm->nChannels = cap;
   }
-  NCCLCHECK(setupRings(comm));
-  /* 64-byte aligned: the vector reductions take a slower path otherwise */
-  if (posix_memalign((void**)&comm->scratch, 64, (size_t)nch * comm->slotBytes) != 0) return ncclSystemError;
+}
 
+void anycclCommTuning(struct ncclComm* comm) {
+  int r = comm->rank;
   comm->opTimeoutSec = anycclParamInt(PARAM_OP_TIMEOUT);
   comm->peerCheckMs = anycclParamInt(PARAM_PEER_CHECK_MS);
   comm->spinCount = (int)anycclParamInt(PARAM_SPIN_COUNT);
@@ -244,11 +272,10 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
    * to the ranks that have work instead of spinning on it. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   comm->yieldSpin = cores > 0 && comm->localRanks > cores;
-  int autoSpin = comm->spinCount < 0;
   comm->directThreshold = (size_t)anycclParamInt(PARAM_DIRECT_THRESHOLD);
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA && getenv("ANYCCL_DIRECT_THRESHOLD") == NULL)
+  if (gpuKind() && getenv("ANYCCL_DIRECT_THRESHOLD") == NULL)
     comm->directThreshold = (size_t)anycclParamInt(PARAM_CUDA_DIRECT_THRESHOLD);
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) comm->meshAgMax = (size_t)anycclParamInt(PARAM_CUDA_MESH_ALLGATHER);
+  if (gpuKind()) comm->meshAgMax = (size_t)anycclParamInt(PARAM_CUDA_MESH_ALLGATHER);
   comm->peerThreshold = (size_t)anycclParamInt(PARAM_PEER_THRESHOLD); /* -1: never */
   const char* algo = anycclParamStr(PARAM_ALGO);
   if (algo) {
@@ -256,16 +283,6 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
     else if (strcasecmp(algo, "Direct") == 0 || strcasecmp(algo, "OneShot") == 0) comm->forceAlgo = ANYCCL_ALGO_DIRECT;
     else if (r == 0) WARN("NCCL_ALGO=%s: unknown here (Ring, Direct); choosing automatically", algo);
   }
-
-  NCCLCHECK(comm->exec->setup(comm));
-  /* A rank with network peers shares its cores with its proxy and socket
-   * threads: it must not spin on them. */
-  if (comm->proxy) comm->yieldSpin = 1;
-  if (autoSpin) comm->spinCount = comm->yieldSpin ? 200 : 20000;
-  INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d cudaDev %d busId %s backend %s - "
-       "Init COMPLETE",
-       (void*)comm, r, n, comm->nHosts, comm->localRanks, comm->localRank, comm->cudaDev, comm->busId, anycclRt.name);
-  return ncclSuccess;
 }
 
 static void* initJobRun(void* arg) {
@@ -351,6 +368,7 @@ NCCL_API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * out)) {
     WARN("ncclGetUniqueId: uniqueId is NULL");
     return ncclInvalidArgument;
   }
+  if (anycclRtInit() == ncclSuccess && anycclRt.kind == ANYCCL_BACKEND_SIM) return anycclSimUniqueId(out);
   return bootstrapGetUniqueId(out);
 }
 
@@ -491,6 +509,11 @@ static void* splitJobRun(void* arg) {
 
 NCCL_API(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config)) {
   NCCLCHECK(anycclCommCheck(comm, "ncclCommSplit", 1));
+  if (comm->bootstrap == NULL) {
+    WARN("ncclCommSplit: not available on the %s backend yet; create the communicators with ncclCommInitRank",
+         anycclRt.name);
+    return ncclInvalidUsage;
+  }
   if (newcomm == NULL) {
     WARN("ncclCommSplit: newcomm is NULL");
     return ncclInvalidArgument;
@@ -536,6 +559,10 @@ NCCL_API(ncclResult_t, ncclCommShrink,
          (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config,
           int shrinkFlags)) {
   NCCLCHECK(anycclCommCheck(comm, "ncclCommShrink", 0));
+  if (comm->bootstrap == NULL) {
+    WARN("ncclCommShrink: not available on the %s backend yet", anycclRt.name);
+    return ncclInvalidUsage;
+  }
   if (newcomm == NULL || (excludeRanksCount > 0 && excludeRanksList == NULL) || excludeRanksCount < 0) {
     WARN("ncclCommShrink: newcomm %p, excludeRanksList %p, excludeRanksCount %d: pass a list of count ranks",
          (void*)newcomm, (void*)excludeRanksList, excludeRanksCount);

@@ -144,6 +144,7 @@ struct ncclComm {
   void* cuLastStream;            /* the stream of the last launch */
   void* cuOrderEvent;            /* recorded after each launch: orders the next one on another stream */
   int cuEventValid;              /* cuOrderEvent marks the last launch (it was not captured) */
+  struct anycclSimWorld* sim;    /* sim backend: the process-wide world of this communicator */
   struct anycclConn* cuNetConns; /* network connection ends (the proxy's view), pinned host FIFOs */
   int cuNetCount;
   char* cuNetStaging;            /* one pinned, device-mapped block: cuNetCount FIFOs */
@@ -207,6 +208,17 @@ void anycclGroupSetError(ncclResult_t err);
 ncclResult_t anycclGroupAddInit(struct ncclComm* comm, void* (*fn)(void*), void* arg);
 ncclResult_t anycclLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream);
 ncclResult_t anycclBuildPlan(struct ncclComm* comm, struct anycclTask* tasks, struct anycclPlan** plan);
+
+/* Pieces of init shared by the backends' setups (init.c). */
+struct anycclPeerInfo;
+void anycclCommPeerDefaults(struct anycclPeerInfo* me); /* channels and FIFO shape this rank asks for */
+void anycclCommGeometry(struct ncclComm* comm);         /* FIFO shape, channels: from comm->peerInfo */
+void anycclCommNetChannels(struct ncclComm* comm);      /* cap channels of GPU comms spanning hosts */
+void anycclCommTuning(struct ncclComm* comm);           /* timeouts, thresholds, NCCL_ALGO */
+
+/* The sim backend's init (sim/): one process holds every rank. */
+ncclResult_t anycclSimUniqueId(ncclUniqueId* out);
+ncclResult_t anycclSimCommSetup(struct ncclComm* comm, const ncclUniqueId* id);
 
 /* Resolve op/type to the device op (user ops included). */
 ncclResult_t anycclResolveOp(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, anycclRedOp* out);

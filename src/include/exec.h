@@ -35,6 +35,11 @@ extern const struct anycclExec anycclExecCpu, anycclExecCuda, anycclExecSim;
 /* The executor of a runtime kind. */
 const struct anycclExec* anycclExecFor(anycclBackendKind kind);
 
+/* For executors that run a plan as a host function on the stream (cpu,
+ * sim): number the plan, count it as work, queue run(plan). */
+ncclResult_t anycclExecLaunchHost(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream,
+                                  void (*run)(void* plan));
+
 /* comm->exec->abort, if the communicator has an executor yet. */
 void anycclExecAbort(struct ncclComm* comm);
 

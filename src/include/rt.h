@@ -34,6 +34,12 @@ struct anycclRt {
   int (*ipcOpenMemHandle)(void** p, cudaIpcMemHandle_t h, unsigned flags);
   int (*ipcCloseMemHandle)(void* p);
   int (*memGetAddressRange)(const void* p, void** base, size_t* size);
+  /* sim backend (anyccl-cpu in sim mode): the virtual clock of the stream
+   * op that runs the caller (a host function), in seconds */
+  double (*simOpStart)(void);
+  void (*simOpSetEnd)(double end);
+  void* (*simOpDefer)(void);                                   /* the op's end comes later ... */
+  void (*simResolve)(void* const* handles, int n, const double* ends); /* ... here */
 };
 
 extern struct anycclRt anycclRt;
