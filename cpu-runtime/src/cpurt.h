@@ -159,6 +159,10 @@ void cpurtOpFree(struct cpurtOp *op);
 /* Queues op (taking ownership, also on failure) with the legacy stream's
  * implicit dependencies; *seq is the count s reaches when op is done. */
 cudaError_t cpurtSubmit(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq);
+/* The same, for a caller that holds a lock the op takes: when *later, the
+ * op waits for the caller to run it (cpurtStreamWaitFor(s, *seq)) once it
+ * holds no lock (sim mode: ops run on the queuing thread, stream.c). */
+cudaError_t cpurtSubmitLater(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq, bool *later);
 /* Queues op and waits for it: the synchronous calls (cudaMemcpy...). */
 cudaError_t cpurtSubmitWait(struct cpurtStream *s, struct cpurtOp *op);
 bool cpurtStreamReached(struct cpurtStream *s, uint64_t seq);

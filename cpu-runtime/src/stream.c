@@ -289,7 +289,7 @@ static cudaError_t push(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq
   uint64_t n = ++s->submitted;
   if (!*here) pthread_cond_signal(&s->workCond);
   pthread_mutex_unlock(&s->lock);
-  if (seq) *seq = n;
+  *seq = n;
   return cudaSuccess;
 }
 
@@ -326,6 +326,15 @@ static cudaError_t implicitDeps(struct cpurtDevice *d, struct cpurtStream *s,
 }
 
 cudaError_t cpurtSubmit(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq) {
+  bool here = false;
+  uint64_t n = 0;
+  cudaError_t err = cpurtSubmitLater(s, op, &n, &here);
+  if (err == cudaSuccess && here) cpurtStreamWaitFor(s, n); /* runs it here, outside every lock */
+  if (seq) *seq = n;
+  return err;
+}
+
+cudaError_t cpurtSubmitLater(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq, bool *later) {
   cudaError_t err;
   bool here = false;
   uint64_t n = 0;
@@ -339,8 +348,8 @@ cudaError_t cpurtSubmit(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq
     err = push(s, op, &n, &here);
   }
   if (err != cudaSuccess) cpurtOpFree(op);
-  else if (here) cpurtStreamWaitFor(s, n); /* runs it here, outside every lock */
-  if (seq) *seq = n;
+  *later = err == cudaSuccess && here;
+  *seq = n;
   return err;
 }
 

@@ -29,6 +29,12 @@ static __thread struct ncclComm* groupComms;
 static __thread struct groupInit* groupInits;
 
 int anycclGroupDepth(void) { return groupDepth; }
+/* ncclGroupSimulateEnd: the open group's communicators (tasks still on them), taken out of the group. */
+struct ncclComm* anycclGroupTakeComms(void) {
+  struct ncclComm* c = groupComms;
+  groupComms = NULL;
+  return c;
+}
 void anycclGroupSetError(ncclResult_t err) {
   if (groupDepth > 0 && groupError == ncclSuccess) groupError = err;
 }

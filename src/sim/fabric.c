@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include "checks.h"
 #include "sim.h"
 
 void simCalibDefaults(struct simCalib* c) {
@@ -33,7 +34,7 @@ void simCalibDefaults(struct simCalib* c) {
 }
 
 /* ---- "key value" files ------------------------------------------------------- */
-enum { F_DOUBLE, F_INT, F_WORD };
+enum { F_DOUBLE, F_INT, F_WORD, F_LIST }; /* F_LIST: words, one per line of the key, '\n'-separated */
 struct field {
   const char* key;
   int type;
@@ -83,12 +84,24 @@ static int parseFile(const char* file, struct field* fields, int nfields, char* 
       rc = fail(err, len, file, line, key, what);
       break;
     }
-    if (fields[i].type == F_WORD) {
-      if (strlen(val) >= fields[i].size) {
-        rc = fail(err, len, file, line, key, "value too long");
+    if (fields[i].type == F_WORD || fields[i].type == F_LIST) {
+      char* dst = fields[i].dst;
+      size_t at = fields[i].type == F_LIST ? strlen(dst) : 0;
+      if (at + strlen(val) + 2 >= fields[i].size) {
+        rc = fail(err, len, file, line, key, "value too long (or too many of them)");
         break;
       }
-      memcpy(fields[i].dst, val, strlen(val) + 1);
+      if (fields[i].type == F_WORD) {
+        memcpy(dst, val, strlen(val) + 1);
+      } else {
+        if (at) dst[at++] = '\n';
+        int w = snprintf(dst + at, fields[i].size - at, "%s:%d:%s", file, line, val);
+        if (w < 0 || (size_t)w >= fields[i].size - at) {
+          dst[at ? at - 1 : 0] = '\0';
+          rc = fail(err, len, file, line, key, "too many of them");
+          break;
+        }
+      }
       continue;
     }
     char* end;
@@ -133,6 +146,7 @@ static void relativeTo(const char* base, const char* name, char* out, size_t len
 }
 
 static ncclResult_t setupLinks(struct simFabric* f, char* err, size_t len);
+static ncclResult_t applyDegrade(struct simFabric* f, const char* list, char* err, size_t len);
 
 ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, char* err, size_t len) {
   memset(f, 0, sizeof(*f));
@@ -147,7 +161,7 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
   snprintf(f->device, sizeof(f->device), "h200");
   snprintf(f->name, sizeof(f->name), "%s", path ? path : "default");
   simCalibDefaults(&f->calib);
-  char fabricWord[256] = "rail", calibFile[256] = "", hostXml[256] = "";
+  char fabricWord[256] = "rail", calibFile[256] = "", hostXml[256] = "", degrade[4096] = "";
   if (path) {
     struct field fields[] = {
         {"hosts", F_INT, &f->hosts, 1, 0},
@@ -161,6 +175,7 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
         {"device", F_WORD, f->device, 0, sizeof(f->device)},
         {"calibration", F_WORD, calibFile, 0, sizeof(calibFile)},
         {"host_xml", F_WORD, hostXml, 0, sizeof(hostXml)},
+        {"degrade", F_LIST, degrade, 0, sizeof(degrade)},
     };
     if (parseFile(path, fields, sizeof(fields) / sizeof(fields[0]), err, len) != 0) return ncclInvalidUsage;
     if (strcasecmp(fabricWord, "rail") == 0 || strcasecmp(fabricWord, "rail-optimized") == 0) f->kind = SIM_RAIL;
@@ -204,7 +219,8 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
   }
   const char* calibEnv = getenv("ANYCCL_SIM_CALIB");
   if (calibEnv && calibEnv[0] && simCalibLoad(calibEnv, &f->calib, err, len) != ncclSuccess) return ncclInvalidUsage;
-  return setupLinks(f, err, len);
+  NCCLCHECK(setupLinks(f, err, len));
+  return applyDegrade(f, degrade, err, len);
 }
 
 /* ---- links and routes ----------------------------------------------------------- */
@@ -248,6 +264,46 @@ static ncclResult_t setupLinks(struct simFabric* f, char* err, size_t len) {
   for (int k = 0; k < 2 * f->nLeaves; k++) {
     f->linkBps[leafBase(f) + k] = ports * nic / f->oversub;
     f->linkLat[leafBase(f) + k] = f->hopLatUs * 1e-6; /* leaf -> spine, spine -> leaf */
+  }
+  return ncclSuccess;
+}
+
+/* "degrade <link name>=<GB/s>" lines (a slow or failing link, for what-if
+ * studies): the list holds "file:line:value" entries. */
+static ncclResult_t applyDegrade(struct simFabric* f, const char* list, char* err, size_t len) {
+  while (list && *list) {
+    const char* nl = strchr(list, '\n');
+    char item[600];
+    snprintf(item, sizeof(item), "%.*s", (int)(nl ? nl - list : (long)strlen(list)), list);
+    list = nl ? nl + 1 : NULL;
+    char* c1 = strchr(item, ':');
+    char* c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (c2 == NULL) continue;
+    *c1 = *c2 = '\0';
+    int line = atoi(c1 + 1);
+    char* val = c2 + 1;
+    char* eq = strrchr(val, '=');
+    char* end = NULL;
+    double gbps = eq ? strtod(eq + 1, &end) : 0;
+    if (eq == NULL || end == eq + 1 || *end || !(gbps > 0)) {
+      fail(err, len, item, line, "degrade", "write 'degrade <link name>=<GB/s>' with a rate > 0");
+      return ncclInvalidUsage;
+    }
+    *eq = '\0';
+    int id = -1;
+    for (int l = 0; l < f->nLinks && id < 0; l++) {
+      char name[128];
+      simLinkName(f, l, name, sizeof(name));
+      if (strcmp(name, val) == 0) id = l;
+    }
+    if (id < 0) {
+      char what[400];
+      snprintf(what, sizeof(what), "no link named '%.200s' (names as in the link summary: host0/gpu3/nvlink-out, "
+               "host1/nic0/in, leaf2/up-to-spine)", val);
+      fail(err, len, item, line, "degrade", what);
+      return ncclInvalidUsage;
+    }
+    f->linkBps[id] = gbps * 1e9;
   }
   return ncclSuccess;
 }

@@ -131,3 +131,62 @@ static ncclResult_t simAsyncError(struct ncclComm* comm) { return ncclSuccess; }
 const struct anycclExec anycclExecSim = {
     .name = "sim", .setup = simSetup, .launch = simLaunch, .abort = simAbort, .asyncError = simAsyncError, .free = simFree,
 };
+
+/* ---- ncclGroupSimulateEnd ----------------------------------------------------- */
+static void freeTaskList(struct anycclTask* t) {
+  while (t) {
+    struct anycclTask* n = t->next;
+    free(t);
+    t = n;
+  }
+}
+
+float anycclSimEstimate(struct ncclComm* comms) {
+  double worst = -1;
+  int complete = 1;
+  /* each comm's plan, by world */
+  for (struct ncclComm* c = comms; c; c = c->groupNext) c->inGroupList = 0;
+  for (struct ncclComm* c = comms; c && complete; c = c->groupNext) {
+    struct anycclSimWorld* w = c->sim;
+    if (w == NULL || c->taskHead == NULL) continue;
+    struct anycclPlan** plans = calloc(w->n, sizeof(*plans));
+    double* start = calloc(w->n, sizeof(double));
+    int have = 0, ok = plans && start;
+    for (struct ncclComm* d = c; d && ok; d = d->groupNext) {
+      if (d->sim != w || d->taskHead == NULL) continue;
+      struct anycclPlan* p = NULL;
+      ok = anycclBuildPlan(d, d->taskHead, &p) == ncclSuccess;
+      freeTaskList(d->taskHead);
+      d->taskHead = d->taskTail = NULL;
+      if (p && plans[d->rank] == NULL) plans[d->rank] = p, have++;
+      else anycclPlanFree(p);
+    }
+    if (ok && have == w->n) {
+      /* model without leaving a trace: no flows written, link totals kept */
+      size_t bytes = sizeof(double) * w->fabric.nLinks;
+      double* saved = malloc(2 * bytes);
+      FILE* flows = w->flowFile;
+      uint64_t ids = w->nextFlowId;
+      double e = 0;
+      if (saved) {
+        memcpy(saved, w->linkBytes, bytes), memcpy(saved + w->fabric.nLinks, w->linkBusy, bytes);
+        w->flowFile = NULL;
+        if (simModelRun(w, plans, start, &e) == ncclSuccess && e > worst) worst = e;
+        w->flowFile = flows;
+        w->nextFlowId = ids;
+        memcpy(w->linkBytes, saved, bytes), memcpy(w->linkBusy, saved + w->fabric.nLinks, bytes);
+        free(saved);
+      }
+    } else {
+      complete = 0;
+    }
+    if (plans)
+      for (int r = 0; r < w->n; r++) anycclPlanFree(plans[r]);
+    free(plans), free(start);
+  }
+  for (struct ncclComm* c = comms; c; c = c->groupNext) { /* whatever is left (an incomplete world) */
+    freeTaskList(c->taskHead);
+    c->taskHead = c->taskTail = NULL;
+  }
+  return complete && worst >= 0 ? (float)(worst * 1e6) : NCCL_UNDEF_FLOAT;
+}
