@@ -11,7 +11,10 @@
 #define STEP(rv, sd, i0, i1, o, ch, ic, oc) \
   (struct anycclStep) { (rv), (sd), (i0), (i1), (o), 0, (int16_t)(ch), (int16_t)(ic), (int16_t)(oc) }
 
-static inline int mod(int a, int n) { return ((a % n) + n) % n; }
+static inline int mod(int a, int n) { /* one division: plans of thousands of ranks (sim) are built per launch */
+  int r = a % n;
+  return r < 0 ? r + n : r;
+}
 
 static ncclResult_t allocLanes(struct anycclPhase* ph, int n) {
   ANYCCL_CALLOC(ph->lanes, n > 0 ? n : 1);

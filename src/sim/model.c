@@ -111,6 +111,14 @@ static void writeFlows(struct anycclSimWorld* w, const struct builder* b, uint64
   }
 }
 
+/* The protocol a GPU would use: LL up to llThreshold bytes, by the
+ * collective's size, or by the operation's for send/receive lanes. */
+static int isLL(const struct ncclComm* comm, const struct anycclPhase* ph, const struct anycclLane* l, int k) {
+  double bytes = (double)ph->count * ph->elemSize;
+  if (l->kind == LANE_P2P_SEND || l->kind == LANE_P2P_RECV) bytes = (double)l->ops[k].bytes;
+  return bytes <= (double)comm->llThreshold;
+}
+
 /* Per-link traffic of the latest distinct round, added `repeat` times to
  * the world's totals when the rounds change. */
 struct linkAcc {
@@ -175,6 +183,8 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
   int* laneBase = malloc(sizeof(int) * (n + 1));
   int* lr = NULL;
   int64_t *prevOut = NULL, *prevIn = NULL, *curOut = NULL, *curIn = NULL;
+  uint64_t* sigs = NULL;
+  double* lats = NULL;
   acc.bytes = calloc(fab->nLinks, sizeof(double));
   acc.busy = calloc(fab->nLinks, sizeof(double));
   acc.touched = malloc(sizeof(int) * (fab->nLinks + 1));
@@ -214,27 +224,37 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
       for (size_t i = 0; i < nl; i++) prevOut[i] = prevIn[i] = -1;
     }
     const char* what = plans[0]->phases[p].what ? plans[0]->phases[p].what : "phase";
+    /* Every round's signature and step latency, lane by lane (each lane's
+     * steps are read in order: thousands of ranks stay cache-friendly). */
+    free(sigs), free(lats);
+    sigs = malloc(sizeof(uint64_t) * (rounds + 1));
+    lats = calloc(rounds + 1, sizeof(double));
+    if (sigs == NULL || lats == NULL) {
+      res = ncclSystemError;
+      break;
+    }
+    for (int k = 0; k < rounds; k++) sigs[k] = 0x243f6a8885a308d3ull;
+    for (int r = 0; r < n; r++) {
+      const struct anycclPhase* ph = &plans[r]->phases[p];
+      const struct ncclComm* comm = plans[r]->comm;
+      for (int li = 0; li < ph->nlanes; li++) {
+        int m = lr[laneBase[r] + li];
+        for (int k = 0; k < m; k++) {
+          size_t e;
+          int si, ri, ll = isLL(comm, ph, &ph->lanes[li], k);
+          double lat = (ll ? cal->llStepUs : cal->simpleStepUs) * 1e-6;
+          sigs[k] = mix(sigs[k], laneSig(ph, &ph->lanes[li], k, &e, &si, &ri) ^ (uint64_t)ll << 62 ^
+                                     (uint64_t)li << 40 ^ (uint64_t)r << 44);
+          if (lat > lats[k]) lats[k] = lat;
+        }
+      }
+    }
     uint64_t prevSig = 0;
     int havePrev = 0;
     double repeat = 0, prevRound = 0, prevLat = 0;
     for (int k = 0; k < rounds; k++) {
-      /* the round's signature: cheap, so that repeated rounds cost little */
-      uint64_t sig = 0x243f6a8885a308d3ull;
-      double stepLat = 0;
-      for (int r = 0; r < n; r++) {
-        const struct anycclPhase* ph = &plans[r]->phases[p];
-        const struct ncclComm* comm = plans[r]->comm;
-        int ll = (double)ph->count * ph->elemSize <= (double)comm->llThreshold;
-        double lat = (ll ? cal->llStepUs : cal->simpleStepUs) * 1e-6;
-        for (int li = 0; li < ph->nlanes; li++) {
-          if (k >= lr[laneBase[r] + li]) continue;
-          if (lat > stepLat) stepLat = lat;
-          size_t e;
-          int si, ri;
-          sig = mix(sig, laneSig(ph, &ph->lanes[li], k, &e, &si, &ri) ^ (uint64_t)ll << 62 ^ (uint64_t)li << 40);
-        }
-        sig = mix(sig, (uint64_t)r);
-      }
+      uint64_t sig = sigs[k];
+      double stepLat = lats[k];
       if (havePrev && sig == prevSig && stepLat == prevLat && !tracks) {
         repeat++;
         t += prevRound;
@@ -247,11 +267,10 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
       for (int r = 0; r < n; r++) {
         const struct ncclComm* comm = plans[r]->comm;
         const struct anycclPhase* ph = &plans[r]->phases[p];
-        int ll = (double)ph->count * ph->elemSize <= (double)comm->llThreshold;
-        double wire = ll ? 1 / cal->llEfficiency : 1;
         for (int li = 0; li < ph->nlanes; li++) {
           const struct anycclLane* l = &ph->lanes[li];
           if (k >= lr[laneBase[r] + li]) continue;
+          double wire = isLL(comm, ph, l, k) ? 1 / cal->llEfficiency : 1;
           size_t e;
           int si, ri, dst = -1, recvFrom = -1;
           laneSig(ph, l, k, &e, &si, &ri);
@@ -319,6 +338,7 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
     accFlush(w, &acc, repeat);
   }
 out:
+  free(sigs), free(lats);
   free(b.flows), free(b.info), free(b.lat), free(laneBase), free(lr);
   free(acc.bytes), free(acc.busy), free(acc.touched);
   free(prevOut), free(prevIn), free(curOut), free(curIn);

@@ -8,6 +8,7 @@
  * connections are entries of one shared, never-written array whose index
  * names the peer. */
 #define _GNU_SOURCE
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -74,7 +75,17 @@ static void worldFree(struct anycclSimWorld* w) {
   free(w);
 }
 
+/* Every rank's plan of a launch lives until the last rank launched: with
+ * thousands of ranks, large step programs would each be a fresh mapping
+ * (page faults on every launch) without this. */
+static pthread_once_t mallocOnce = PTHREAD_ONCE_INIT;
+static void mallocTune(void) {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+}
+
 static ncclResult_t worldNew(const ncclUniqueId* id, int n, struct anycclSimWorld** out) {
+  if (n > 256) pthread_once(&mallocOnce, mallocTune);
   struct anycclSimWorld* w = calloc(1, sizeof(*w));
   if (w == NULL) return ncclSystemError;
   memcpy(w->key, id->internal, sizeof(w->key));
