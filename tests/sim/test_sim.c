@@ -1,7 +1,7 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow conservation flowfile PATH */
+ *   flows_one flows_share spine bad_fabric ring_slow conservation reserve flowfile PATH */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,6 +265,38 @@ static void flowFile(const char* path) {
   freeComms();
 }
 
+static long rssKB(void) {
+  FILE* f = fopen("/proc/self/statm", "r");
+  long pages = 0, rss = 0;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    fclose(f);
+  }
+  return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Device memory is reserved, never committed; copies and memsets of it do
+ * nothing (docs/simulation.md). */
+static void reserve(void) {
+  long before = rssKB();
+  void* p[16];
+  size_t big = (size_t)16 << 30;
+  for (int d = 0; d < 16; d++) {
+    cudaSetDevice(d);
+    CHECK(cudaMalloc(&p[d], big) == cudaSuccess, "cudaMalloc 16 GB on device %d", d);
+    CHECK(cudaMemset(p[d], 0x5a, big) == cudaSuccess, "cudaMemset");
+  }
+  char host[4096];
+  memset(host, 7, sizeof(host));
+  CHECK(cudaMemcpy(p[0], host, sizeof(host), cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy H2D");
+  CHECK(cudaMemcpy(host, p[1], sizeof(host), cudaMemcpyDeviceToHost) == cudaSuccess, "cudaMemcpy D2H");
+  CHECK(host[0] == 7 && host[4095] == 7, "a copy from device memory wrote the host buffer");
+  long grew = rssKB() - before;
+  CHECK(grew < 64 * 1024, "256 GB of device memory, set and copied, grew RSS by %ld KB", grew);
+  printf("256 GB of device memory on 16 devices: RSS grew by %ld KB\n", grew);
+  for (int d = 0; d < 16; d++) cudaFree(p[d]);
+}
+
 int main(int argc, char** argv) {
   const char* c = argc > 1 ? argv[1] : "";
   if (!strcmp(c, "flows_one")) flowsOne();
@@ -273,9 +305,10 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "bad_fabric")) badFabric();
   else if (!strcmp(c, "ring_slow")) ringSlow();
   else if (!strcmp(c, "conservation")) conservation();
+  else if (!strcmp(c, "reserve")) reserve();
   else if (!strcmp(c, "flowfile") && argc > 2) flowFile(argv[2]);
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|flowfile PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|reserve|flowfile PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
