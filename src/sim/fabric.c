@@ -219,8 +219,10 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
   }
   const char* calibEnv = getenv("ANYCCL_SIM_CALIB");
   if (calibEnv && calibEnv[0] && simCalibLoad(calibEnv, &f->calib, err, len) != ncclSuccess) return ncclInvalidUsage;
-  NCCLCHECK(setupLinks(f, err, len));
-  return applyDegrade(f, degrade, err, len);
+  ncclResult_t res = setupLinks(f, err, len);
+  if (res == ncclSuccess) res = applyDegrade(f, degrade, err, len);
+  if (res != ncclSuccess) simFabricFree(f);
+  return res;
 }
 
 /* ---- links and routes ----------------------------------------------------------- */
