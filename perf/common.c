@@ -9,6 +9,7 @@
  * processes (-a), and checks one more call against the host reference (-c).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -72,7 +73,12 @@ struct perfThread {
 static int nranksTotal(void) { return P.ncclProcs * perfOpt.nThreads * perfOpt.nGpus; }
 static int isMain(const struct perfThread* t) { return P.proc == 0 && t->thread == 0; }
 
+/* The sim backend (ANYCCL_BACKEND=sim with anyccl-cpu) keeps a virtual
+ * clock per thread: the tools time with it, so they report modelled time. */
+static double (*simNow)(void);
+
 static double now(void) {
+  if (simNow) return simNow();
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -177,7 +183,12 @@ static void checkAsync(const struct perfThread* t) {
 
 /* nccl-tests' way: poll every stream, yield, watch for async errors and -T. */
 static void syncStreamsPoll(const struct perfThread* t) {
-  int done[PERF_MAX_GPUS] = {0}, remaining = perfOpt.nGpus;
+  char* done = calloc(perfOpt.nGpus, 1);
+  int remaining = perfOpt.nGpus;
+  if (done == NULL) {
+    printf("%s: out of memory\n", P.host);
+    die(TEST_CUDA);
+  }
   double start = now();
   while (remaining > 0) {
     int idle = 1;
@@ -199,6 +210,7 @@ static void syncStreamsPoll(const struct perfThread* t) {
     }
     if (idle) sched_yield();
   }
+  free(done);
 }
 
 /* Wait for every stream of this thread. Blocking waits by default: polling
@@ -270,14 +282,28 @@ static void initData(struct perfThread* t, const struct perfModel* m, int root, 
 /* Elements of this thread's outputs that differ from the host reference.
  * Ranks that expect the same output (all-reduce) are read back block by
  * block and compared with one reference, computed once. */
+static int64_t checkDataIn(struct perfThread* t, const struct perfModel* red, const struct perfModel* cp, int root,
+                           uint64_t seed, int inPlace, struct perfCheckArgs* a, char** region, const void** got);
 static int64_t checkData(struct perfThread* t, const struct perfModel* red, const struct perfModel* cp, int root,
                          uint64_t seed, int inPlace) {
+  int G = perfOpt.nGpus;
+  struct perfCheckArgs* a = calloc(G, sizeof(*a));
+  char** region = calloc(G, sizeof(*region));
+  const void** got = calloc(G, sizeof(*got));
+  if (a == NULL || region == NULL || got == NULL) {
+    printf("%s: out of memory for the data check\n", P.host);
+    die(TEST_CUDA);
+  }
+  int64_t wrong = checkDataIn(t, red, cp, root, seed, inPlace, a, region, got);
+  free(a), free(region), free(got);
+  return wrong;
+}
+
+static int64_t checkDataIn(struct perfThread* t, const struct perfModel* red, const struct perfModel* cp, int root,
+                           uint64_t seed, int inPlace, struct perfCheckArgs* a, char** region, const void** got) {
   const struct perfCounts* c = &t->c;
   size_t es = t->es;
   int G = perfOpt.nGpus, shared = P.coll->sameOutput && G > 1;
-  struct perfCheckArgs a[PERF_MAX_GPUS];
-  char* region[PERF_MAX_GPUS];
-  const void* got[PERF_MAX_GPUS];
   if (c->recv == 0) return 0;
   for (int i = 0; i < G; i++) {
     int rank = t->firstRank + i;
@@ -569,6 +595,7 @@ static size_t deviceReport(int gpu0) {
   if (perfOpt.blocking == 3)
     PRINT("# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n");
   if (perfOpt.parallelInit) PRINT("# Parallel Init Enabled: threads call into NcclInitRank concurrently \n");
+  if (simNow) PRINT("# Simulated (ANYCCL_BACKEND=sim): times are modelled on a virtual clock; no data moves, none is checked\n");
   PRINT("#\n");
   if (P.proc == 0 && perfJsonActive()) {
     perfJsonKey("config"), perfJsonBeginObject();
@@ -884,6 +911,12 @@ int perfMain(int argc, char** argv, const struct perfColl* coll) {
   perfCheckReport = env ? atoi(env) : 0;
   env = getenv("ANYCCL_PERF_POLL");
   P.poll = env && atoi(env) != 0;
+  int (*simMode)(void);
+  *(void**)&simMode = dlsym(RTLD_DEFAULT, "anycclCpuSimMode");
+  if (simMode && simMode()) {
+    *(void**)&simNow = dlsym(RTLD_DEFAULT, "anycclCpuSimNow");
+    perfOpt.datacheck = 0; /* no data moves: nothing to check (#wrong: N/A) */
+  }
   perfDataInit();
 
 #ifdef ANYCCL_PERF_MPI

@@ -81,7 +81,7 @@ int perfMain(int argc, char** argv, const struct perfColl* coll);
 
 /* ---- flags (options.c) ---------------------------------------------------- */
 
-#define PERF_MAX_GPUS 64 /* -g */
+#define PERF_MAX_GPUS 65536 /* -g (the sim backend runs thousands of ranks in one process) */
 
 struct perfOptions {
   int nThreads, nGpus;                                  /* -t -g */

@@ -61,6 +61,7 @@ static cudaError_t copy2D(void *dst, size_t dpitch, const void *src, size_t spit
   op->u.mem.height = height;
   op->u.mem.dpitch = dpitch;
   op->u.mem.spitch = spitch;
+  if (cpurtSim && (cpurtIsDeviceMemory(dst) || cpurtIsDeviceMemory(src))) op->run = NULL; /* ordered, no work */
   return issue(op, sync ? NULL : stream, sync);
 }
 
@@ -77,6 +78,7 @@ static cudaError_t set2D(void *dst, size_t pitch, int value, size_t width, size_
   op->u.mem.width = width;
   op->u.mem.height = height;
   op->u.mem.dpitch = pitch;
+  if (cpurtSim && cpurtIsDeviceMemory(dst)) op->run = NULL; /* ordered, no work */
   return issue(op, sync ? NULL : stream, sync);
 }
 

@@ -18,9 +18,13 @@
 #define CPURT_API __attribute__((visibility("default")))
 #define CPURT_MAX_DEVICES 1024
 #define CPURT_DEFAULT_DEVICES 8
+#define CPURT_SIM_MAX_DEVICES 65536      /* sim mode (ANYCCL_BACKEND=sim) */
+#define CPURT_SIM_DEFAULT_DEVICES 16384
+#define CPURT_SIM_DEVICE_MEMORY ((size_t)141 << 30) /* an H200's, reserved only */
 
 /* ---- error.c: errors, warnings and per-thread state -------------------- */
 struct cpurtStream;
+struct cpurtOp;
 struct cpurtThread {
   int device;                       /* current device */
   cudaError_t lastError;
@@ -28,6 +32,10 @@ struct cpurtThread {
   struct cpurtStream *workerOf;     /* the stream it works for */
   enum cudaStreamCaptureMode captureMode;
   struct cpurtStream **perThread;   /* per-device cudaStreamPerThread, lazily */
+  /* sim mode (sim.c): the thread's virtual time; while it runs a stream op,
+   * the op's virtual start and end (a host function may move the end). */
+  int64_t vt, opStart, opEnd;
+  struct cpurtSimEnd *opDefer;      /* the running op's end comes later (sim.c) */
 };
 struct cpurtThread *cpurtSelf(void);
 /* Records a failure as the thread's last error (cudaErrorNotReady is a
@@ -44,6 +52,21 @@ struct cpurtDevice {
   unsigned flags;                   /* cudaSetDeviceFlags */
 };
 void cpurtInit(void);               /* idempotent; every entry point calls it */
+/* sim mode (ANYCCL_BACKEND=sim, read once at init): device memory is
+ * reserved, never committed; copies and memsets that touch it do nothing;
+ * every stream, event and thread keeps a virtual clock (sim.c). */
+extern bool cpurtSim;
+bool cpurtIsDeviceMemory(const void *p);
+/* Virtual clock (sim.c): a stream op starts at the latest of its stream's
+ * time, its dependencies' and the queuing thread's; a wait moves the waiting
+ * thread's time forward to what it waited for. */
+void cpurtSimOpBegin(struct cpurtStream *s, struct cpurtOp *op);
+void cpurtSimOpEnd(struct cpurtStream *s);
+void cpurtSimWaited(int64_t vt);
+/* A stream's virtual time: waits (bounded) while its last op's end is
+ * deferred and not resolved yet. */
+int64_t cpurtSimStreamVt(struct cpurtStream *s);
+void cpurtSimStreamFree(struct cpurtStream *s);
 int cpurtDeviceCount(void);
 bool cpurtValidDevice(int dev);
 struct cpurtDevice *cpurtDevice(int dev);
@@ -92,6 +115,7 @@ struct cpurtOp {
     void *ptr;
   } u;
   int ndeps, capDeps;
+  int64_t submitVt;                 /* sim mode: the queuing thread's virtual time */
   struct cpurtDep *deps;            /* depInline or heap */
   struct cpurtDep depInline[4];
 };
@@ -114,6 +138,8 @@ struct cpurtStream {
   bool workerRunning, destroyed;
   bool busy;                        /* an op is running (worker or inline) */
   bool yielded;                     /* the worker yielded once before taking the head op */
+  _Atomic int64_t vt;               /* sim mode: virtual time its last op ended ... */
+  struct cpurtSimEnd *pend;         /* ... or, until resolved, the end it waits for (sim.c) */
   struct cpurtStream *prev, *next;  /* the device's stream list */
   struct cpurtStream *forkNext;     /* used by the fork handler only */
 };
@@ -133,6 +159,10 @@ void cpurtOpFree(struct cpurtOp *op);
 /* Queues op (taking ownership, also on failure) with the legacy stream's
  * implicit dependencies; *seq is the count s reaches when op is done. */
 cudaError_t cpurtSubmit(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq);
+/* The same, for a caller that holds a lock the op takes: when *later, the
+ * op waits for the caller to run it (cpurtStreamWaitFor(s, *seq)) once it
+ * holds no lock (sim mode: ops run on the queuing thread, stream.c). */
+cudaError_t cpurtSubmitLater(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq, bool *later);
 /* Queues op and waits for it: the synchronous calls (cudaMemcpy...). */
 cudaError_t cpurtSubmitWait(struct cpurtStream *s, struct cpurtOp *op);
 bool cpurtStreamReached(struct cpurtStream *s, uint64_t seq);

@@ -28,16 +28,19 @@ static struct cpurtDevice *devices;
 static pthread_mutex_t peerLock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t *peerBits;          /* ndev x ndev: peer access enabled */
 
+bool cpurtSim;
+
 static int parseDeviceCount(void) {
   const char *env = getenv("ANYCCL_CPU_DEVICES");
-  if (env == NULL || env[0] == '\0') return CPURT_DEFAULT_DEVICES;
+  int max = cpurtSim ? CPURT_SIM_MAX_DEVICES : CPURT_MAX_DEVICES;
+  int def = cpurtSim ? CPURT_SIM_DEFAULT_DEVICES : CPURT_DEFAULT_DEVICES;
+  if (env == NULL || env[0] == '\0') return def;
   char *end;
   errno = 0;
   long v = strtol(env, &end, 10);
-  if (errno != 0 || *end != '\0' || v < 1 || v > CPURT_MAX_DEVICES) {
-    cpurtWarn("ANYCCL_CPU_DEVICES=\"%s\" is not a number in 1..%d; using %d devices", env,
-              CPURT_MAX_DEVICES, CPURT_DEFAULT_DEVICES);
-    return CPURT_DEFAULT_DEVICES;
+  if (errno != 0 || *end != '\0' || v < 1 || v > max) {
+    cpurtWarn("ANYCCL_CPU_DEVICES=\"%s\" is not a number in 1..%d; using %d devices", env, max, def);
+    return def;
   }
   return (int)v;
 }
@@ -88,7 +91,9 @@ static int topologyDevices(void) {
 }
 
 static void initDevices(void) {
-  ndev = topologyDevices();
+  const char *backend = getenv("ANYCCL_BACKEND");
+  cpurtSim = backend != NULL && strcmp(backend, "sim") == 0;
+  ndev = cpurtSim ? 0 : topologyDevices(); /* sim: hosts come from the fabric, devices are ranks */
   if (ndev == 0) ndev = parseDeviceCount();
   pciDomain = parseHostDomain();
   devices = calloc(ndev, sizeof(*devices));
@@ -137,7 +142,7 @@ static void fillProps(struct cudaDeviceProp *p, int dev) {
   p->uuid.bytes[5] = (char)pciDomain;
   p->uuid.bytes[6] = (char)(dev >> 8);
   p->uuid.bytes[7] = (char)dev;
-  p->totalGlobalMem = totalRam();
+  p->totalGlobalMem = cpurtSim ? CPURT_SIM_DEVICE_MEMORY : totalRam();
   p->sharedMemPerBlock = 48 << 10;
   p->regsPerBlock = 65536;
   p->warpSize = 32;
@@ -435,6 +440,7 @@ static size_t availableRam(void) {
     fclose(f);
   }
   struct sysinfo si;
+  if (cpurtSim) return CPURT_SIM_DEVICE_MEMORY;
   return sysinfo(&si) == 0 ? (size_t)si.freeram * si.mem_unit : totalRam() / 2;
 }
 

@@ -72,7 +72,7 @@ CPURT_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
 
 static void recordRun(struct cpurtOp *op) {
   struct cpurtEvent *ev = op->u.rec.ev;
-  int64_t now = cpurtNowNs();
+  int64_t now = cpurtSim ? cpurtSelf()->opStart : cpurtNowNs();
   pthread_mutex_lock(&ev->lock);
   if (ev->gen == op->u.rec.gen) {
     ev->timeNs = now;
@@ -94,11 +94,12 @@ static cudaError_t record(struct cpurtEvent *ev, struct cpurtStream *s) {
   atomic_fetch_add(&ev->obj.refs, 1);
   struct cpurtStream *old = NULL;
   uint64_t seq;
+  bool later = false;
   pthread_mutex_lock(&ev->lock);
   op->u.rec.gen = ev->gen + 1;
   /* The event stays locked until it names the new record, so the record
    * op, which locks it too, cannot run against the previous one. */
-  cudaError_t err = cpurtSubmit(s, op, &seq);
+  cudaError_t err = cpurtSubmitLater(s, op, &seq, &later);
   if (err == cudaSuccess) {
     old = ev->stream;
     cpurtStreamRef(s);
@@ -109,6 +110,7 @@ static cudaError_t record(struct cpurtEvent *ev, struct cpurtStream *s) {
   }
   pthread_mutex_unlock(&ev->lock);
   if (old) cpurtStreamRelease(old);
+  if (later) cpurtStreamWaitFor(s, seq);
   return err;
 }
 
@@ -166,6 +168,11 @@ CPURT_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (s) {
     cpurtStreamWaitFor(s, seq);
     cpurtStreamRelease(s);
+  }
+  if (cpurtSim) {
+    pthread_mutex_lock(&ev->lock);
+    if (ev->timed) cpurtSimWaited(ev->timeNs);
+    pthread_mutex_unlock(&ev->lock);
   }
   eventRelease(ev);
   return cudaSuccess;

@@ -191,9 +191,28 @@ void cpurtAllocRelease(const struct cpurtAlloc *a) {
   if (a->fd >= 0) close(a->fd);
 }
 
+/* sim mode: address space only (no backing object, never committed). */
+static cudaError_t reserveOnly(size_t size, struct cpurtAlloc *a) {
+  size_t ps = pageSize();
+  if (size > SIZE_MAX - ps) return cudaErrorMemoryAllocation;
+  size_t mapSize = (size + ps - 1) / ps * ps;
+  void *p = mmap(NULL, mapSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return cudaErrorMemoryAllocation;
+  a->base = (uintptr_t)p;
+  a->mapSize = mapSize;
+  a->fd = -1;
+  a->ino = 0;
+  return cudaSuccess;
+}
+
+bool cpurtIsDeviceMemory(const void *p) {
+  struct cpurtAlloc a;
+  return cpurtAllocFind(p, &a) && (a.kind == CPURT_ALLOC_DEVICE || a.kind == CPURT_ALLOC_MANAGED);
+}
+
 cudaError_t cpurtDeviceAlloc(void **p, size_t size, int dev, enum cpurtAllocKind kind) {
   struct cpurtAlloc a = {0};
-  cudaError_t err = cpurtShmCreate(size, &a);
+  cudaError_t err = cpurtSim ? reserveOnly(size, &a) : cpurtShmCreate(size, &a);
   if (err != cudaSuccess) return err;
   a.size = size;
   a.kind = kind;

@@ -61,6 +61,7 @@ void cpurtStreamRelease(struct cpurtStream *s) {
   pthread_cond_destroy(&s->workCond);
   pthread_cond_destroy(&s->doneCond);
   pthread_mutex_destroy(&s->lock);
+  if (cpurtSim) cpurtSimStreamFree(s);
   free(s);
 }
 
@@ -150,6 +151,9 @@ static bool runInline(struct cpurtStream *s) {
   self->isWorker = true;
   self->workerOf = s;
   runOp(s, op);
+  self->opStart = saved.opStart;
+  self->opEnd = saved.opEnd;
+  self->opDefer = saved.opDefer;
   self->device = saved.device;
   self->isWorker = saved.isWorker;
   self->workerOf = saved.workerOf;
@@ -174,7 +178,10 @@ void cpurtStreamWaitFor(struct cpurtStream *s, uint64_t seq) {
 }
 
 void cpurtWaitDeps(struct cpurtOp *op) {
-  for (int i = 0; i < op->ndeps; i++) cpurtStreamWaitFor(op->deps[i].s, op->deps[i].seq);
+  for (int i = 0; i < op->ndeps; i++) {
+    cpurtStreamWaitFor(op->deps[i].s, op->deps[i].seq);
+    if (cpurtSim) cpurtSimWaited(cpurtSimStreamVt(op->deps[i].s));
+  }
 }
 
 bool cpurtDepsReached(struct cpurtOp *op) {
@@ -186,9 +193,13 @@ bool cpurtDepsReached(struct cpurtOp *op) {
 /* ---- the worker --------------------------------------------------------- */
 
 static void runOp(struct cpurtStream *s, struct cpurtOp *op) {
+  int64_t vt = cpurtSelf()->vt;     /* a thread running an op inline keeps its own time */
   cpurtWaitDeps(op);
+  cpurtSelf()->vt = vt;
   cpurtSelf()->device = s->device;  /* work runs on the stream's device */
+  if (cpurtSim) cpurtSimOpBegin(s, op);
   if (op->run) op->run(op);
+  if (cpurtSim) cpurtSimOpEnd(s);
   cpurtOpFree(op);
 }
 
@@ -204,7 +215,7 @@ static void *workerMain(void *arg) {
       pthread_cond_wait(&s->workCond, &s->lock);
     struct cpurtOp *op = s->head;
     if (op == NULL) break;          /* destroyed and drained */
-    if (!s->yielded) {
+    if (!s->yielded && !cpurtSim) { /* sim mode: ops are cheap, a yield costs more than it saves */
       /* Give a thread that is about to synchronise the chance to run the
        * op itself (runInline): one hand-off instead of two. */
       s->yielded = true;
@@ -238,6 +249,7 @@ static cudaError_t startWorker(struct cpurtStream *s) {
   sigset_t all, old;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (cpurtSim) pthread_attr_setstacksize(&attr, 256 << 10); /* thousands of streams, host functions only */
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   cpurtStreamRef(s);
@@ -253,9 +265,13 @@ static cudaError_t startWorker(struct cpurtStream *s) {
   return cudaSuccess;
 }
 
-static cudaError_t push(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq) {
+/* sim mode: an op that can run now runs on the queuing thread, right away
+ * (no worker, no hand-off: thousands of streams cost no threads). */
+static cudaError_t push(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq, bool *here) {
+  bool ready = cpurtSim && !cpurtSelf()->isWorker && cpurtDepsReached(op); /* before s->lock: it locks others */
   pthread_mutex_lock(&s->lock);
-  if (!s->workerRunning) {
+  *here = ready && s->head == NULL && !s->busy;
+  if (!s->workerRunning && !*here) {
     cudaError_t err = startWorker(s);
     if (err != cudaSuccess) {
       pthread_mutex_unlock(&s->lock);
@@ -263,13 +279,17 @@ static cudaError_t push(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq
     }
   }
   op->next = NULL;
+  if (cpurtSim) {
+    struct cpurtThread *self = cpurtSelf();
+    op->submitVt = self->isWorker ? self->opStart : self->vt;
+  }
   if (s->tail) s->tail->next = op;
   else s->head = op;
   s->tail = op;
   uint64_t n = ++s->submitted;
-  pthread_cond_signal(&s->workCond);
+  if (!*here) pthread_cond_signal(&s->workCond);
   pthread_mutex_unlock(&s->lock);
-  if (seq) *seq = n;
+  *seq = n;
   return cudaSuccess;
 }
 
@@ -306,17 +326,30 @@ static cudaError_t implicitDeps(struct cpurtDevice *d, struct cpurtStream *s,
 }
 
 cudaError_t cpurtSubmit(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq) {
+  bool here = false;
+  uint64_t n = 0;
+  cudaError_t err = cpurtSubmitLater(s, op, &n, &here);
+  if (err == cudaSuccess && here) cpurtStreamWaitFor(s, n); /* runs it here, outside every lock */
+  if (seq) *seq = n;
+  return err;
+}
+
+cudaError_t cpurtSubmitLater(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq, bool *later) {
   cudaError_t err;
+  bool here = false;
+  uint64_t n = 0;
   if (s->kind == CPURT_STREAM_LEGACY || isBlocking(s)) {
     struct cpurtDevice *d = cpurtDevice(s->device);
     pthread_mutex_lock(&d->lock);
     err = implicitDeps(d, s, op);
-    if (err == cudaSuccess) err = push(s, op, seq);
+    if (err == cudaSuccess) err = push(s, op, &n, &here);
     pthread_mutex_unlock(&d->lock);
   } else {
-    err = push(s, op, seq);
+    err = push(s, op, &n, &here);
   }
   if (err != cudaSuccess) cpurtOpFree(op);
+  *later = err == cudaSuccess && here;
+  *seq = n;
   return err;
 }
 

@@ -62,6 +62,11 @@ CPURT_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (err != cudaSuccess) return cpurtRet(err);
   cpurtWaitDeps(op);
   cpurtOpFree(op);
+  struct cpurtStream *s;
+  if (cpurtSim && cpurtStreamAcquire(stream, &s) == cudaSuccess) { /* idle already: its time still counts */
+    cpurtSimWaited(cpurtSimStreamVt(s));
+    cpurtStreamRelease(s);
+  }
   return cudaSuccess;
 }
 

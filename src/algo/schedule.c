@@ -11,7 +11,10 @@
 #define STEP(rv, sd, i0, i1, o, ch, ic, oc) \
   (struct anycclStep) { (rv), (sd), (i0), (i1), (o), 0, (int16_t)(ch), (int16_t)(ic), (int16_t)(oc) }
 
-static inline int mod(int a, int n) { return ((a % n) + n) % n; }
+static inline int mod(int a, int n) { /* one division: plans of thousands of ranks (sim) are built per launch */
+  int r = a % n;
+  return r < 0 ? r + n : r;
+}
 
 static ncclResult_t allocLanes(struct anycclPhase* ph, int n) {
   ANYCCL_CALLOC(ph->lanes, n > 0 ? n : 1);
@@ -227,13 +230,27 @@ static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, con
   size_t part = (lenStride + nch - 1) / nch;
   part = (part + align - 1) / align * align;
   int maxSteps = 2 * comm->nRanks + 2;
-  ANYCCL_CALLOC(ph->steps, (size_t)nch * maxSteps);
+  /* A channel whose ring is channel 0's runs the same program: it shares
+   * lane 0's (rings are all alike without a topology file; thousands of
+   * ranks, as on the sim backend, would build and keep nch copies of 2n
+   * steps). */
+  size_t ringBytes = sizeof(int) * comm->nRanks;
+  int own = 0;
+  for (int ch = 0; ch < nch; ch++)
+    own += ch == 0 || memcmp(comm->ringOrder, comm->ringOrder + (size_t)ch * comm->nRanks, ringBytes) != 0;
+  ANYCCL_CALLOC(ph->steps, (size_t)own * maxSteps);
   NCCLCHECK(allocLanes(ph, nch));
+  own = 0;
   for (int ch = 0; ch < nch; ch++) {
     struct anycclLane* l = &ph->lanes[ph->nlanes++];
     l->kind = LANE_STEPS;
-    l->steps = ph->steps + (size_t)ch * maxSteps;
-    l->nsteps = ringProgram(comm, ch, rp, l->steps);
+    if (ch > 0 && memcmp(comm->ringOrder, comm->ringOrder + (size_t)ch * comm->nRanks, ringBytes) == 0) {
+      l->steps = ph->lanes[0].steps;
+      l->nsteps = ph->lanes[0].nsteps;
+    } else {
+      l->steps = ph->steps + (size_t)(own++) * maxSteps;
+      l->nsteps = ringProgram(comm, ch, rp, l->steps);
+    }
     l->conns[RV] = &comm->ringRecv[ch];
     l->conns[SD] = &comm->ringSend[ch];
     l->lenTotal = lenTotal;

@@ -37,6 +37,7 @@
 #include "checks.h"
 #include "comm.h"
 #include "cuda_exec.h"
+#include "exec.h"
 #include "param.h"
 #include "plan.h"
 #include "rt.h"
@@ -783,3 +784,28 @@ ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan
   anycclProfAdd(PROF_FREE, t0);
   return res;
 }
+
+/* ---- the cuda executor as the core sees it (exec.h) ---------------------------- */
+static ncclResult_t cudaExecSetup(struct ncclComm* comm) {
+  comm->peerThreshold = (size_t)-1; /* single-copy phases are the cpu executor's */
+  return anycclCudaSetup(comm);
+}
+
+static void cudaExecFree(struct ncclComm* comm) {
+  if (comm->cuda) anycclCudaFree(comm);
+  else anycclTransportFree(comm); /* a setup that failed before the device part */
+}
+
+static void cudaExecAbort(struct ncclComm* comm) {
+  anycclCudaAbort(comm);
+  if (comm->bell) anycclBellRing(comm->bell);
+}
+
+const struct anycclExec anycclExecCuda = {
+    .name = "cuda",
+    .setup = cudaExecSetup,
+    .launch = anycclCudaLaunchPlan,
+    .abort = cudaExecAbort,
+    .asyncError = anycclCudaAsyncError,
+    .free = cudaExecFree,
+};

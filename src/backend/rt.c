@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include "checks.h"
 #include "cuda_exec.h"
 #include "rt.h"
@@ -21,7 +23,29 @@ static int cuIpcOpen(void** p, cudaIpcMemHandle_t h, unsigned flags) { return ac
 static void rtLoad(void) {
   struct anycclRt rt = {0};
   rt.getErrorString = unknownError;
-  if (lookup("anycclCpuRuntimeVersion") != NULL) {
+  const char* want = getenv("ANYCCL_BACKEND");
+  int (*simMode)(void);
+  *(void**)&simMode = lookup("anycclCpuSimMode");
+  if (want && strcmp(want, "sim") == 0 && (simMode == NULL || !simMode())) {
+    WARN("ANYCCL_BACKEND=sim needs the anyccl-cpu runtime: link the program with anyccl-cpu "
+         "(pkg-config --libs anyccl-cpu) instead of the CUDA runtime");
+    rtResult = ncclInvalidUsage;
+    return;
+  }
+  if (simMode != NULL && simMode()) {
+    rt.kind = ANYCCL_BACKEND_SIM;
+    rt.name = "sim";
+    *(void**)&rt.simOpStart = lookup("anycclCpuSimOpStart");
+    *(void**)&rt.simOpSetEnd = lookup("anycclCpuSimOpSetEnd");
+    *(void**)&rt.simOpDefer = lookup("anycclCpuSimOpDefer");
+    *(void**)&rt.simResolve = lookup("anycclCpuSimResolve");
+    if (!rt.simOpStart || !rt.simOpSetEnd || !rt.simOpDefer || !rt.simResolve) {
+      WARN("ANYCCL_BACKEND=sim: this anyccl-cpu lacks the virtual clock (anycclCpuSimOpStart); use the one built "
+           "with this libnccl");
+      rtResult = ncclSystemError;
+      return;
+    }
+  } else if (lookup("anycclCpuRuntimeVersion") != NULL) {
     rt.kind = ANYCCL_BACKEND_CPU;
     rt.name = "cpu";
   } else if (acuDeviceCount != NULL && acuDeviceCount() > 0) {

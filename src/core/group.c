@@ -11,6 +11,7 @@
 #include "checks.h"
 #include "param.h"
 #include "comm.h"
+#include "exec.h"
 #include "rt.h"
 #include "launchers.h"
 
@@ -40,6 +41,12 @@ struct groupJob {
 static __thread struct groupJob *groupJobs, *groupJobsTail;
 
 int anycclGroupDepth(void) { return groupDepth; }
+/* ncclGroupSimulateEnd: the open group's communicators (tasks still on them), taken out of the group. */
+struct ncclComm* anycclGroupTakeComms(void) {
+  struct ncclComm* c = groupComms;
+  groupComms = NULL;
+  return c;
+}
 void anycclGroupSetError(ncclResult_t err) {
   if (groupDepth > 0 && groupError == ncclSuccess) groupError = err;
 }
@@ -316,27 +323,9 @@ static ncclResult_t launchComm(struct ncclComm* comm, int* curDev) {
   return res;
 }
 
-/* A plan starts on its stream: from here an abort waits for it. */
-static void planRun(void* arg) {
-  anycclCommRunBegin(((struct anycclPlan*)arg)->comm);
-  anycclCpuExecute(arg);
-}
-
 /* Called with comm->cudaDev current (launchComm). */
 ncclResult_t anycclLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream) {
-  if (comm->cuda) return anycclCudaLaunchPlan(comm, plan, stream);
-  plan->seq = comm->launches++;
-  anycclCommWorkStart(comm);
-  int err = anycclRt.launchHostFunc(stream, planRun, plan);
-  if (err != 0) {
-    WARN("Launching on stream %p failed: %s (%d); is the stream valid and on device %d?", (void*)stream,
-         anycclRt.getErrorString(err), err, comm->cudaDev);
-    comm->launches--;
-    anycclPlanFree(plan);
-    anycclCommWorkDone(comm);
-    return ncclUnhandledCudaError;
-  }
-  return ncclSuccess;
+  return comm->exec->launch(comm, plan, stream);
 }
 
 /* ---- a group over several devices: each device's launches on its own thread ---- */

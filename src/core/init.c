@@ -11,6 +11,7 @@
 #include "bootstrap.h"
 #include "checks.h"
 #include "comm.h"
+#include "exec.h"
 #include "param.h"
 #include "rt.h"
 #include "topo.h"
@@ -48,6 +49,7 @@ static ncclResult_t commAlloc(struct ncclComm** out, int nranks, int rank, int c
   ncclConfig_t defaults = NCCL_CONFIG_INITIALIZER;
   comm->config = config ? *config : defaults;
   comm->blocking = comm->config.blocking == NCCL_CONFIG_UNDEF_INT ? 1 : comm->config.blocking;
+  comm->exec = anycclExecFor(anycclRt.kind);
   anycclCommRegister(comm);
   *out = comm;
   return ncclSuccess;
@@ -55,8 +57,7 @@ static ncclResult_t commAlloc(struct ncclComm** out, int nranks, int rank, int c
 
 void anycclCommFree(struct ncclComm* comm) {
   anycclCommUnregister(comm);
-  if (comm->cuda) anycclCudaFree(comm);
-  else anycclTransportFree(comm);
+  if (comm->exec) comm->exec->free(comm);
   if (comm->bootstrap) bootstrapClose(comm->bootstrap);
   free(comm->peerInfo);
   free(comm->ringOrder);
@@ -180,6 +181,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   if (r == 0) pthread_once(&bannerOnce, banner);
   CUDACHECK(anycclRt.setDevice(comm->cudaDev));
   CUDACHECK(anycclRt.deviceGetPCIBusId(comm->busId, sizeof(comm->busId), comm->cudaDev));
+  if (anycclRt.kind == ANYCCL_BACKEND_SIM) return anycclSimCommSetup(comm, id); /* no bootstrap, no peers */
   NCCLCHECK(bootstrapInit(id, r, n, &comm->abortFlag, &comm->bootstrap));
 
   pthread_once(&tokenOnce, tokenInit);
@@ -193,21 +195,52 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   snprintf(me->busId, sizeof(me->busId), "%s", comm->busId);
   const char* hid = anycclParamStr(PARAM_HOSTID);
   snprintf(me->hostId, sizeof(me->hostId), "%s", hid ? hid : "");
-  me->maxChannels = (int)anycclParamInt(PARAM_MAX_NCHANNELS);
-  me->nslots = (int)anycclParamInt(PARAM_NSLOTS);
-  me->slotBytes = (size_t)anycclParamInt(PARAM_BUFFSIZE);
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
-    /* GPUs want more channels (one block each) and larger FIFOs, unless the
-     * user chose. */
-    if (getenv("NCCL_MAX_NCHANNELS") == NULL) me->maxChannels = (int)anycclParamInt(PARAM_CUDA_NCHANNELS);
-    if (getenv("NCCL_BUFFSIZE") == NULL) me->slotBytes = (size_t)anycclParamInt(PARAM_CUDA_BUFFSIZE);
-  }
+  anycclCommPeerDefaults(me);
   if (r == 0 && me->slotBytes > ANYCCL_MAX_BUFFSIZE) /* negative counts as huge */
     WARN("NCCL_BUFFSIZE (ANYCCL_CUDA_BUFFSIZE for GPUs) is %lld bytes; set at most %zu: using %zu",
          (long long)me->slotBytes, ANYCCL_MAX_BUFFSIZE, ANYCCL_MAX_BUFFSIZE);
   NCCLCHECK(anycclPeerInfoExchange(comm));
   NCCLCHECK(checkDuplicateDevices(comm));
+  anycclCommGeometry(comm);
+  comm->localRanks = comm->localRank = 0;
+  for (int i = 0; i < n; i++)
+    if (comm->peerInfo[i].hostHash == me->hostHash) {
+      if (i < r) comm->localRank++;
+      comm->localRanks++;
+    }
+  anycclCommNetChannels(comm);
+  NCCLCHECK(setupRings(comm));
+  /* 64-byte aligned: the vector reductions take a slower path otherwise */
+  if (posix_memalign((void**)&comm->scratch, 64, (size_t)comm->nChannels * comm->slotBytes) != 0)
+    return ncclSystemError;
+  anycclCommTuning(comm);
+  NCCLCHECK(comm->exec->setup(comm));
+  /* A rank with network peers shares its cores with its proxy and socket
+   * threads: it must not spin on them. */
+  if (comm->proxy) comm->yieldSpin = 1;
+  if (comm->spinCount < 0) comm->spinCount = comm->yieldSpin ? 200 : 20000;
+  INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d cudaDev %d busId %s backend %s - "
+       "Init COMPLETE",
+       (void*)comm, r, n, comm->nHosts, comm->localRanks, comm->localRank, comm->cudaDev, comm->busId, anycclRt.name);
+  return ncclSuccess;
+}
 
+/* GPUs (real or simulated) want more channels (one block each) and larger
+ * FIFOs, unless the user chose. */
+static int gpuKind(void) { return anycclRt.kind == ANYCCL_BACKEND_CUDA || anycclRt.kind == ANYCCL_BACKEND_SIM; }
+
+void anycclCommPeerDefaults(struct anycclPeerInfo* me) {
+  me->maxChannels = (int)anycclParamInt(PARAM_MAX_NCHANNELS);
+  me->nslots = (int)anycclParamInt(PARAM_NSLOTS);
+  me->slotBytes = (size_t)anycclParamInt(PARAM_BUFFSIZE);
+  if (gpuKind()) {
+    if (getenv("NCCL_MAX_NCHANNELS") == NULL) me->maxChannels = (int)anycclParamInt(PARAM_CUDA_NCHANNELS);
+    if (getenv("NCCL_BUFFSIZE") == NULL) me->slotBytes = (size_t)anycclParamInt(PARAM_CUDA_BUFFSIZE);
+  }
+}
+
+void anycclCommGeometry(struct ncclComm* comm) {
+  int n = comm->nRanks;
   /* Geometry agreed by all: rank 0's FIFO shape, the smallest channel cap. */
   wireFifoGeometry(comm->peerInfo[0].nslots, comm->peerInfo[0].slotBytes, &comm->nslots, &comm->slotBytes);
   int nch = ANYCCL_MAX_CHANNELS;
@@ -222,7 +255,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
    * channel pays the step latency (the cost model of ringLanes). */
   comm->minChannelBytes = comm->channelBytes = 64 << 10;
   comm->baseChannels = 1;
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
+  if (gpuKind()) {
     comm->minChannelBytes = 8 << 10;
     comm->channelBytes = (size_t)anycclParamInt(PARAM_CUDA_CHANNEL_BYTES);
     comm->baseChannels = (int)anycclParamInt(PARAM_CUDA_BASE_CHANNELS);
@@ -230,29 +263,25 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   }
   comm->chainBytes = comm->channelBytes;
   comm->chainBytesPast64 = 2 * comm->channelBytes;
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
+  if (gpuKind()) {
     comm->chainBytes = (size_t)anycclParamInt(PARAM_CUDA_CHAIN_BYTES);
     if (comm->chainBytes < comm->minChannelBytes) comm->chainBytes = comm->minChannelBytes;
     comm->chainBytesPast64 = 4 * comm->chainBytes;
   }
-  comm->localRanks = comm->localRank = 0;
-  for (int i = 0; i < n; i++)
-    if (comm->peerInfo[i].hostHash == me->hostHash) {
-      if (i < r) comm->localRank++;
-      comm->localRanks++;
-    }
+}
 
-  /* GPU communicators spanning hosts: every ring channel crossing hosts
-   * has sockets and pinned FIFOs of its own (cuda_backend.c). */
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA && comm->localRanks < n) {
+/* GPU communicators spanning hosts: every ring channel crossing hosts
+ * has sockets and pinned FIFOs of its own (cuda_backend.c). */
+void anycclCommNetChannels(struct ncclComm* comm) {
+  if (gpuKind() && comm->localRanks < comm->nRanks) {
     int cap = (int)anycclParamInt(PARAM_CUDA_NET_CHANNELS);
     if (cap < 1) cap = 1;
     if (comm->nChannels > cap) comm->nChannels = cap;
   }
-  NCCLCHECK(setupRings(comm));
-  /* 64-byte aligned: the vector reductions take a slower path otherwise */
-  if (posix_memalign((void**)&comm->scratch, 64, (size_t)nch * comm->slotBytes) != 0) return ncclSystemError;
+}
 
+void anycclCommTuning(struct ncclComm* comm) {
+  int r = comm->rank;
   comm->opTimeoutSec = anycclParamInt(PARAM_OP_TIMEOUT);
   comm->peerCheckMs = anycclParamInt(PARAM_PEER_CHECK_MS);
   comm->spinCount = (int)anycclParamInt(PARAM_SPIN_COUNT);
@@ -260,11 +289,10 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
    * to the ranks that have work instead of spinning on it. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   comm->yieldSpin = cores > 0 && comm->localRanks > cores;
-  int autoSpin = comm->spinCount < 0;
   comm->directThreshold = (size_t)anycclParamInt(PARAM_DIRECT_THRESHOLD);
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA && getenv("ANYCCL_DIRECT_THRESHOLD") == NULL)
+  if (gpuKind() && getenv("ANYCCL_DIRECT_THRESHOLD") == NULL)
     comm->directThreshold = (size_t)anycclParamInt(PARAM_CUDA_DIRECT_THRESHOLD);
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) comm->meshAgMax = (size_t)anycclParamInt(PARAM_CUDA_MESH_ALLGATHER);
+  if (gpuKind()) comm->meshAgMax = (size_t)anycclParamInt(PARAM_CUDA_MESH_ALLGATHER);
   comm->peerThreshold = (size_t)anycclParamInt(PARAM_PEER_THRESHOLD); /* -1: never */
   const char* algo = anycclParamStr(PARAM_ALGO);
   if (algo) {
@@ -275,21 +303,6 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
            "automatically",
            algo);
   }
-
-  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
-    comm->peerThreshold = (size_t)-1; /* single-copy phases are the cpu executor's */
-    NCCLCHECK(anycclCudaSetup(comm));
-  } else {
-    NCCLCHECK(anycclTransportSetup(comm));
-  }
-  /* A rank with network peers shares its cores with its proxy and socket
-   * threads: it must not spin on them. */
-  if (comm->proxy) comm->yieldSpin = 1;
-  if (autoSpin) comm->spinCount = comm->yieldSpin ? 200 : 20000;
-  INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d cudaDev %d busId %s backend %s - "
-       "Init COMPLETE",
-       (void*)comm, r, n, comm->nHosts, comm->localRanks, comm->localRank, comm->cudaDev, comm->busId, anycclRt.name);
-  return ncclSuccess;
 }
 
 static void* initJobRun(void* arg) {
@@ -375,6 +388,7 @@ NCCL_API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * out)) {
     WARN("ncclGetUniqueId: uniqueId is NULL");
     return ncclInvalidArgument;
   }
+  if (anycclRtInit() == ncclSuccess && anycclRt.kind == ANYCCL_BACKEND_SIM) return anycclSimUniqueId(out);
   return bootstrapGetUniqueId(out);
 }
 
@@ -522,6 +536,11 @@ static void* splitJobRun(void* arg) {
 
 NCCL_API(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config)) {
   NCCLCHECK(anycclCommCheck(comm, "ncclCommSplit", 1));
+  if (comm->bootstrap == NULL) {
+    WARN("ncclCommSplit: not available on the %s backend yet; create the communicators with ncclCommInitRank",
+         anycclRt.name);
+    return ncclInvalidUsage;
+  }
   if (newcomm == NULL) {
     WARN("ncclCommSplit: newcomm is NULL");
     return ncclInvalidArgument;
@@ -567,6 +586,10 @@ NCCL_API(ncclResult_t, ncclCommShrink,
          (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config,
           int shrinkFlags)) {
   NCCLCHECK(anycclCommCheck(comm, "ncclCommShrink", 0));
+  if (comm->bootstrap == NULL) {
+    WARN("ncclCommShrink: not available on the %s backend yet", anycclRt.name);
+    return ncclInvalidUsage;
+  }
   if (newcomm == NULL || (excludeRanksCount > 0 && excludeRanksList == NULL) || excludeRanksCount < 0) {
     WARN("ncclCommShrink: newcomm %p, excludeRanksList %p, excludeRanksCount %d: pass a list of count ranks",
          (void*)newcomm, (void*)excludeRanksList, excludeRanksCount);
@@ -596,8 +619,7 @@ NCCL_API(ncclResult_t, ncclCommShrink,
   }
   if (shrinkFlags == NCCL_SHRINK_ABORT) {
     __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
-    anycclCudaAbort(comm);
-    if (comm->bell) anycclBellRing(comm->bell);
+    anycclExecAbort(comm);
     anycclCommWaitRunning(comm); /* as ncclCommRevoke */
   }
   int nNew = 0, newRank = -1, leader = -1;
@@ -661,8 +683,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm)) {
      * on the same stream) must not hold the destroy up: it is stopped, and
      * ends at once when it starts. */
     __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
-    anycclCudaAbort(comm);
-    if (comm->bell) anycclBellRing(comm->bell);
+    anycclExecAbort(comm);
     anycclCommStopAndFree(comm);
     return ncclSuccess;
   }
@@ -677,8 +698,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm)) {
   /* The bootstrap and every executor wait watch abortFlag: an init in
    * progress and running plans return promptly; commFree then closes. */
   __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
-  anycclCudaAbort(comm);
-  if (comm->bell) anycclBellRing(comm->bell);
+  anycclExecAbort(comm);
   joinInit(comm);
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d - Abort COMPLETE", (void*)comm, comm->rank, comm->nRanks);
   anycclCommStopAndFree(comm); /* plans not started yet do not hold the abort up */
@@ -692,8 +712,7 @@ NCCL_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags)) {
     return ncclInvalidArgument;
   }
   __atomic_store_n(&comm->revoked, 1, __ATOMIC_RELEASE);
-  anycclCudaAbort(comm);
-  if (comm->bell) anycclBellRing(comm->bell);
+  anycclExecAbort(comm);
   anycclCommWaitRunning(comm); /* queued plans end at once when they start */
   return ncclSuccess;
 }
@@ -704,8 +723,7 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * a
     WARN("ncclCommGetAsyncError: asyncError is NULL");
     return ncclInvalidArgument;
   }
-  ncclResult_t kernelErr = anycclCudaAsyncError(comm);
-  if (kernelErr == ncclSuccess) kernelErr = anycclCpuAsyncError(comm); /* a local peer reported a mismatch */
+  ncclResult_t kernelErr = comm->exec ? comm->exec->asyncError(comm) : ncclSuccess;
   if (kernelErr != ncclSuccess) anycclCommSetError(comm, kernelErr);
   *asyncError = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
   if (*asyncError != ncclInProgress) joinInit(comm);

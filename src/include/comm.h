@@ -48,8 +48,10 @@ struct anycclIpcMap {
   char* base;
 };
 
+struct anycclExec;
 struct ncclComm {
   int rank, nRanks, cudaDev;
+  const struct anycclExec* exec; /* the backend's executor (exec.h) */
   char busId[32];
   ncclConfig_t config;
   int blocking;
@@ -146,6 +148,7 @@ struct ncclComm {
   int cuEventValid;              /* cuOrderEvent marks the last launch (it was not captured) */
   struct anycclWin* windows;     /* device API windows (backend/cuda_devcomm.c) */
   struct anycclDevRec* devComms; /* device communicators */
+  struct anycclSimWorld* sim;    /* sim backend: the process-wide world of this communicator */
   struct anycclConn* cuNetConns; /* network connection ends (the proxy's view), pinned host FIFOs */
   int cuNetCount;
   char* cuNetStaging;            /* one pinned, device-mapped block: cuNetCount FIFOs */
@@ -225,6 +228,11 @@ ncclResult_t anycclEnqueue(struct ncclComm* comm, const struct anycclTask* task)
 ncclResult_t anycclGroupStartInternal(void);
 ncclResult_t anycclGroupEndInternal(void);
 int anycclGroupDepth(void);
+struct ncclComm* anycclGroupTakeComms(void); /* linked by groupNext */
+/* sim backend: the modelled time (us) of the tasks on these communicators,
+ * which it frees without launching; NCCL_UNDEF_FLOAT unless every rank of
+ * each communicator is among them. */
+float anycclSimEstimate(struct ncclComm* comms);
 void anycclGroupSetError(ncclResult_t err);
 /* Defer an init to the end of the group (ncclCommInitRank inside a group). */
 ncclResult_t anycclGroupAddInit(struct ncclComm* comm, void* (*fn)(void*), void* arg);
@@ -233,6 +241,17 @@ ncclResult_t anycclGroupAddInit(struct ncclComm* comm, void* (*fn)(void*), void*
 ncclResult_t anycclGroupAddJob(struct ncclComm* comm, ncclResult_t (*fn)(void*), void* arg);
 ncclResult_t anycclLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream);
 ncclResult_t anycclBuildPlan(struct ncclComm* comm, struct anycclTask* tasks, struct anycclPlan** plan);
+
+/* Pieces of init shared by the backends' setups (init.c). */
+struct anycclPeerInfo;
+void anycclCommPeerDefaults(struct anycclPeerInfo* me); /* channels and FIFO shape this rank asks for */
+void anycclCommGeometry(struct ncclComm* comm);         /* FIFO shape, channels: from comm->peerInfo */
+void anycclCommNetChannels(struct ncclComm* comm);      /* cap channels of GPU comms spanning hosts */
+void anycclCommTuning(struct ncclComm* comm);           /* timeouts, thresholds, NCCL_ALGO */
+
+/* The sim backend's init (sim/): one process holds every rank. */
+ncclResult_t anycclSimUniqueId(ncclUniqueId* out);
+ncclResult_t anycclSimCommSetup(struct ncclComm* comm, const ncclUniqueId* id);
 
 /* Resolve op/type to the device op (user ops included). */
 ncclResult_t anycclResolveOp(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, anycclRedOp* out);

@@ -9,11 +9,11 @@
 
 typedef void (*anycclHostFn)(void* arg);
 
-typedef enum { ANYCCL_BACKEND_NONE = 0, ANYCCL_BACKEND_CPU, ANYCCL_BACKEND_CUDA } anycclBackendKind;
+typedef enum { ANYCCL_BACKEND_NONE = 0, ANYCCL_BACKEND_CPU, ANYCCL_BACKEND_CUDA, ANYCCL_BACKEND_SIM } anycclBackendKind;
 
 struct anycclRt {
   anycclBackendKind kind;
-  const char* name; /* "cpu" or "cuda" */
+  const char* name; /* "cpu", "cuda" or "sim" */
   int (*getDevice)(int* dev);
   int (*setDevice)(int dev);
   int (*getDeviceCount)(int* n);
@@ -43,6 +43,12 @@ struct anycclRt {
   int (*eventQuery)(cudaEvent_t ev); /* 0: complete */
   int (*hostAllocMapped)(void** host, void** dev, size_t n);
   int (*freeHost)(void* p);
+  /* sim backend (anyccl-cpu in sim mode): the virtual clock of the stream
+   * op that runs the caller (a host function), in seconds */
+  double (*simOpStart)(void);
+  void (*simOpSetEnd)(double end);
+  void* (*simOpDefer)(void);                                   /* the op's end comes later ... */
+  void (*simResolve)(void* const* handles, int n, const double* ends); /* ... here */
 };
 
 extern struct anycclRt anycclRt;

@@ -18,6 +18,7 @@
 #include "bootstrap.h"
 #include "checks.h"
 #include "comm.h"
+#include "exec.h"
 #include "net.h"
 #include "param.h"
 #include "socket.h"
@@ -168,8 +169,7 @@ static void* proxyMain(void* arg) {
              comm->rank, nc->send ? "send" : "receive", nc->conn->peer, ncclGetErrorString(err));
         anycclCommSetError(comm, err == ncclRemoteError ? ncclRemoteError : ncclSystemError);
       }
-      if (comm->bell) anycclBellRing(comm->bell);
-      anycclCudaAbort(comm); /* kernels waiting on this peer stop now */
+      anycclExecAbort(comm); /* waits on this peer (threads, kernels) stop now */
       __atomic_store_n(&p->exited, 1, __ATOMIC_RELEASE);
       break;
     }

@@ -1,0 +1,357 @@
+/* The sim backend's fabric and calibration files (docs/simulation.md).
+ *
+ * Both are lines of "key value" ('#' starts a comment). A fabric says how
+ * many hosts of how many GPUs, how many NICs each, and the two-tier network
+ * between them (rail-optimized or fat-tree leaves, one spine layer, link
+ * speed, oversubscription, per-hop latency); a calibration file says what a
+ * device kind does (a lane's rate, NVLink, launch and step latencies).
+ *
+ * Links (ids): per GPU g: 4g NVLink out, 4g+1 NVLink in, 4g+2 PCIe to the
+ * NIC, 4g+3 PCIe from it; per NIC k (after the GPUs): out, in; per leaf
+ * (after the NICs): up to the spine, down from it. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include "checks.h"
+#include "sim.h"
+
+void simCalibDefaults(struct simCalib* c) {
+  /* measured on H200 (anyccl cuda backend, tests/gpu): one block pushes
+   * 42-46 GB/s; NVLink saturates near 360 GB/s per direction with ~16
+   * blocks; a launch ~5 us; an LL step ~1 us, a simple step ~2 us */
+  c->blockGBps = 44;
+  c->nvlinkGBps = 360;
+  c->pcieGBps = 50;
+  c->copyGBps = 1500;
+  c->launchUs = 5;
+  c->llStepUs = 1;
+  c->simpleStepUs = 2;
+  c->llEfficiency = 0.5;
+  c->nvlinkLatUs = 0.5;
+}
+
+/* ---- "key value" files ------------------------------------------------------- */
+enum { F_DOUBLE, F_INT, F_WORD, F_LIST }; /* F_LIST: words, one per line of the key, '\n'-separated */
+struct field {
+  const char* key;
+  int type;
+  void* dst;
+  double min;  /* doubles and ints: smallest allowed */
+  size_t size; /* words: the buffer's size */
+};
+
+static int fail(char* err, size_t len, const char* file, int line, const char* key, const char* what) {
+  snprintf(err, len, "%s:%d: %s: %s", file, line, key, what);
+  return -1;
+}
+
+/* Reads `file` into the fields; unknown keys and bad values are errors.
+ * onWord(ctx, key, value, why) handles F_WORD values (0 ok, else sets why). */
+static int parseFile(const char* file, struct field* fields, int nfields, char* err, size_t len) {
+  FILE* f = fopen(file, "r");
+  if (f == NULL) {
+    snprintf(err, len, "%s: cannot open: %s", file, strerror(errno));
+    return -1;
+  }
+  char buf[1024];
+  int line = 0, rc = 0;
+  while (rc == 0 && fgets(buf, sizeof(buf), f)) {
+    line++;
+    char* hash = strchr(buf, '#');
+    if (hash) *hash = '\0';
+    char key[128], val[512], extra[8];
+    int k = sscanf(buf, " %127[^= \t\r\n] %*[=]%511s %7s", key, val, extra);
+    if (k < 2) k = sscanf(buf, " %127s %511s %7s", key, val, extra);
+    if (k <= 0) continue; /* blank */
+    if (k == 1) {
+      rc = fail(err, len, file, line, key, "no value (write 'key value')");
+      break;
+    }
+    if (k == 3) {
+      rc = fail(err, len, file, line, key, "more than one value");
+      break;
+    }
+    int i = 0;
+    while (i < nfields && strcasecmp(fields[i].key, key) != 0) i++;
+    if (i == nfields) {
+      char what[640];
+      int off = snprintf(what, sizeof(what), "unknown field; known:");
+      for (int j = 0; j < nfields && off < (int)sizeof(what) - 40; j++)
+        off += snprintf(what + off, sizeof(what) - off, " %s", fields[j].key);
+      rc = fail(err, len, file, line, key, what);
+      break;
+    }
+    if (fields[i].type == F_WORD || fields[i].type == F_LIST) {
+      char* dst = fields[i].dst;
+      size_t at = fields[i].type == F_LIST ? strlen(dst) : 0;
+      if (at + strlen(val) + 2 >= fields[i].size) {
+        rc = fail(err, len, file, line, key, "value too long (or too many of them)");
+        break;
+      }
+      if (fields[i].type == F_WORD) {
+        memcpy(dst, val, strlen(val) + 1);
+      } else {
+        if (at) dst[at++] = '\n';
+        int w = snprintf(dst + at, fields[i].size - at, "%s:%d:%s", file, line, val);
+        if (w < 0 || (size_t)w >= fields[i].size - at) {
+          dst[at ? at - 1 : 0] = '\0';
+          rc = fail(err, len, file, line, key, "too many of them");
+          break;
+        }
+      }
+      continue;
+    }
+    char* end;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (fields[i].type == F_DOUBLE && *end == ':' && end[1] == '1' && end[2] == '\0') end += 2; /* "2:1" */
+    if (errno || *end || !isfinite(v) || v < fields[i].min || (fields[i].type == F_INT && v != floor(v))) {
+      char what[160];
+      snprintf(what, sizeof(what), "'%.64s' is not %s >= %g", val, fields[i].type == F_INT ? "an integer" : "a number",
+               fields[i].min);
+      rc = fail(err, len, file, line, key, what);
+      break;
+    }
+    if (fields[i].type == F_INT) *(int*)fields[i].dst = (int)v;
+    else *(double*)fields[i].dst = v;
+  }
+  fclose(f);
+  return rc;
+}
+
+ncclResult_t simCalibLoad(const char* path, struct simCalib* c, char* err, size_t len) {
+  struct field fields[] = {
+      {"block_GBps", F_DOUBLE, &c->blockGBps, 1e-3, 0},      {"nvlink_GBps", F_DOUBLE, &c->nvlinkGBps, 1e-3, 0},
+      {"pcie_GBps", F_DOUBLE, &c->pcieGBps, 1e-3, 0},        {"copy_GBps", F_DOUBLE, &c->copyGBps, 1e-3, 0},
+      {"launch_us", F_DOUBLE, &c->launchUs, 0, 0},           {"ll_step_us", F_DOUBLE, &c->llStepUs, 0, 0},
+      {"simple_step_us", F_DOUBLE, &c->simpleStepUs, 0, 0},  {"ll_efficiency", F_DOUBLE, &c->llEfficiency, 1e-3, 0},
+      {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0},
+  };
+  if (parseFile(path, fields, sizeof(fields) / sizeof(fields[0]), err, len) != 0) return ncclInvalidUsage;
+  if (c->llEfficiency > 1) {
+    snprintf(err, len, "%s: ll_efficiency: %g is more than 1", path, c->llEfficiency);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+/* A file named in another one: relative to that one's folder. */
+static void relativeTo(const char* base, const char* name, char* out, size_t len) {
+  const char* slash = strrchr(base, '/');
+  if (name[0] == '/' || slash == NULL) snprintf(out, len, "%s", name);
+  else snprintf(out, len, "%.*s/%s", (int)(slash - base), base, name);
+}
+
+static ncclResult_t setupLinks(struct simFabric* f, char* err, size_t len);
+static ncclResult_t applyDegrade(struct simFabric* f, const char* list, char* err, size_t len);
+
+ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, char* err, size_t len) {
+  memset(f, 0, sizeof(*f));
+  f->hosts = 0;
+  f->gpusPerHost = 8;
+  f->nicsPerHost = 8;
+  f->nicGbps = 400;
+  f->hostsPerLeaf = 32;
+  f->oversub = 1;
+  f->hopLatUs = 1;
+  f->kind = SIM_RAIL;
+  snprintf(f->device, sizeof(f->device), "h200");
+  snprintf(f->name, sizeof(f->name), "%s", path ? path : "default");
+  simCalibDefaults(&f->calib);
+  char fabricWord[256] = "rail", calibFile[256] = "", hostXml[256] = "", degrade[4096] = "";
+  if (path) {
+    struct field fields[] = {
+        {"hosts", F_INT, &f->hosts, 1, 0},
+        {"gpus_per_host", F_INT, &f->gpusPerHost, 1, 0},
+        {"nics_per_host", F_INT, &f->nicsPerHost, 1, 0},
+        {"nic_gbps", F_DOUBLE, &f->nicGbps, 1e-3, 0},
+        {"fabric", F_WORD, fabricWord, 0, sizeof(fabricWord)},
+        {"hosts_per_leaf", F_INT, &f->hostsPerLeaf, 1, 0},
+        {"oversubscription", F_DOUBLE, &f->oversub, 1, 0},
+        {"link_latency_us", F_DOUBLE, &f->hopLatUs, 0, 0},
+        {"device", F_WORD, f->device, 0, sizeof(f->device)},
+        {"calibration", F_WORD, calibFile, 0, sizeof(calibFile)},
+        {"host_xml", F_WORD, hostXml, 0, sizeof(hostXml)},
+        {"degrade", F_LIST, degrade, 0, sizeof(degrade)},
+    };
+    if (parseFile(path, fields, sizeof(fields) / sizeof(fields[0]), err, len) != 0) return ncclInvalidUsage;
+    if (strcasecmp(fabricWord, "rail") == 0 || strcasecmp(fabricWord, "rail-optimized") == 0) f->kind = SIM_RAIL;
+    else if (strcasecmp(fabricWord, "fattree") == 0 || strcasecmp(fabricWord, "fat-tree") == 0) f->kind = SIM_FATTREE;
+    else {
+      snprintf(err, len, "%s: fabric: '%s' is neither rail nor fattree", path, fabricWord);
+      return ncclInvalidUsage;
+    }
+    if (strcasecmp(f->device, "h200") == 0) {
+    } else if (strcasecmp(f->device, "h100") == 0) {
+      f->calib.blockGBps = 40; /* H100: slower SMs and HBM3; NVLink 4 as on H200 */
+      f->calib.nvlinkGBps = 350;
+    } else {
+      snprintf(err, len, "%s: device: '%s' is not a built-in kind (h200, h100); name a calibration file", path,
+               f->device);
+      return ncclInvalidUsage;
+    }
+    if (calibFile[0]) {
+      char p[512];
+      relativeTo(path, calibFile, p, sizeof(p));
+      if (simCalibLoad(p, &f->calib, err, len) != ncclSuccess) return ncclInvalidUsage;
+    }
+    if (hostXml[0]) {
+      relativeTo(path, hostXml, f->hostXml, sizeof(f->hostXml));
+      if (access(f->hostXml, R_OK) != 0) {
+        snprintf(err, len, "%s: host_xml: cannot read %s", path, f->hostXml);
+        return ncclInvalidUsage;
+      }
+    }
+    if (f->nicsPerHost > f->gpusPerHost || f->gpusPerHost % f->nicsPerHost) {
+      snprintf(err, len, "%s: nics_per_host: %d does not divide gpus_per_host (%d)", path, f->nicsPerHost,
+               f->gpusPerHost);
+      return ncclInvalidUsage;
+    }
+  }
+  if (f->hosts == 0) f->hosts = (nranks + f->gpusPerHost - 1) / f->gpusPerHost;
+  if ((long long)f->hosts * f->gpusPerHost < nranks) {
+    snprintf(err, len, "%s: hosts: %d hosts x %d GPUs is fewer than the communicator's %d ranks", f->name, f->hosts,
+             f->gpusPerHost, nranks);
+    return ncclInvalidUsage;
+  }
+  const char* calibEnv = getenv("ANYCCL_SIM_CALIB");
+  if (calibEnv && calibEnv[0] && simCalibLoad(calibEnv, &f->calib, err, len) != ncclSuccess) return ncclInvalidUsage;
+  ncclResult_t res = setupLinks(f, err, len);
+  if (res == ncclSuccess) res = applyDegrade(f, degrade, err, len);
+  if (res != ncclSuccess) simFabricFree(f);
+  return res;
+}
+
+/* ---- links and routes ----------------------------------------------------------- */
+static int leafGroups(const struct simFabric* f) { return (f->hosts + f->hostsPerLeaf - 1) / f->hostsPerLeaf; }
+static int nicOf(const struct simFabric* f, int gpu) {
+  int host = gpu / f->gpusPerHost, local = gpu % f->gpusPerHost;
+  return host * f->nicsPerHost + local * f->nicsPerHost / f->gpusPerHost;
+}
+static int leafOf(const struct simFabric* f, int nic) {
+  int host = nic / f->nicsPerHost, rail = nic % f->nicsPerHost;
+  if (f->kind == SIM_FATTREE) return host / f->hostsPerLeaf;
+  return rail * leafGroups(f) + host / f->hostsPerLeaf;
+}
+static int nicBase(const struct simFabric* f) { return 4 * f->nGpus; }
+static int leafBase(const struct simFabric* f) { return nicBase(f) + 2 * f->nNics; }
+
+static ncclResult_t setupLinks(struct simFabric* f, char* err, size_t len) {
+  f->nGpus = f->hosts * f->gpusPerHost;
+  f->nNics = f->hosts * f->nicsPerHost;
+  f->nLeaves = f->kind == SIM_FATTREE ? leafGroups(f) : f->nicsPerHost * leafGroups(f);
+  f->nLinks = leafBase(f) + 2 * f->nLeaves;
+  f->linkBps = malloc(sizeof(double) * f->nLinks);
+  f->linkLat = malloc(sizeof(double) * f->nLinks);
+  if (f->linkBps == NULL || f->linkLat == NULL) {
+    snprintf(err, len, "%s: out of memory for %d links", f->name, f->nLinks);
+    return ncclSystemError;
+  }
+  const struct simCalib* c = &f->calib;
+  for (int g = 0; g < f->nGpus; g++) {
+    f->linkBps[4 * g] = f->linkBps[4 * g + 1] = c->nvlinkGBps * 1e9;
+    f->linkBps[4 * g + 2] = f->linkBps[4 * g + 3] = c->pcieGBps * 1e9;
+    f->linkLat[4 * g] = f->linkLat[4 * g + 1] = c->nvlinkLatUs * 0.5e-6;
+    f->linkLat[4 * g + 2] = f->linkLat[4 * g + 3] = 0;
+  }
+  double nic = f->nicGbps / 8 * 1e9;
+  for (int k = 0; k < 2 * f->nNics; k++) {
+    f->linkBps[nicBase(f) + k] = nic;
+    f->linkLat[nicBase(f) + k] = f->hopLatUs * 1e-6; /* NIC -> leaf, leaf -> NIC */
+  }
+  int ports = f->kind == SIM_FATTREE ? f->hostsPerLeaf * f->nicsPerHost : f->hostsPerLeaf;
+  for (int k = 0; k < 2 * f->nLeaves; k++) {
+    f->linkBps[leafBase(f) + k] = ports * nic / f->oversub;
+    f->linkLat[leafBase(f) + k] = f->hopLatUs * 1e-6; /* leaf -> spine, spine -> leaf */
+  }
+  return ncclSuccess;
+}
+
+/* "degrade <link name>=<GB/s>" lines (a slow or failing link, for what-if
+ * studies): the list holds "file:line:value" entries. */
+static ncclResult_t applyDegrade(struct simFabric* f, const char* list, char* err, size_t len) {
+  while (list && *list) {
+    const char* nl = strchr(list, '\n');
+    char item[600];
+    snprintf(item, sizeof(item), "%.*s", (int)(nl ? nl - list : (long)strlen(list)), list);
+    list = nl ? nl + 1 : NULL;
+    char* c1 = strchr(item, ':');
+    char* c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (c2 == NULL) continue;
+    *c1 = *c2 = '\0';
+    int line = atoi(c1 + 1);
+    char* val = c2 + 1;
+    char* eq = strrchr(val, '=');
+    char* end = NULL;
+    double gbps = eq ? strtod(eq + 1, &end) : 0;
+    if (eq == NULL || end == eq + 1 || *end || !(gbps > 0)) {
+      fail(err, len, item, line, "degrade", "write 'degrade <link name>=<GB/s>' with a rate > 0");
+      return ncclInvalidUsage;
+    }
+    *eq = '\0';
+    int id = -1;
+    for (int l = 0; l < f->nLinks && id < 0; l++) {
+      char name[128];
+      simLinkName(f, l, name, sizeof(name));
+      if (strcmp(name, val) == 0) id = l;
+    }
+    if (id < 0) {
+      char what[400];
+      snprintf(what, sizeof(what), "no link named '%.200s' (names as in the link summary: host0/gpu3/nvlink-out, "
+               "host1/nic0/in, leaf2/up-to-spine)", val);
+      fail(err, len, item, line, "degrade", what);
+      return ncclInvalidUsage;
+    }
+    f->linkBps[id] = gbps * 1e9;
+  }
+  return ncclSuccess;
+}
+
+void simFabricFree(struct simFabric* f) {
+  free(f->linkBps);
+  free(f->linkLat);
+  f->linkBps = f->linkLat = NULL;
+}
+
+int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat) {
+  int n = 0;
+  if (src == dst) {
+    *lat = 0;
+    return 0;
+  }
+  if (src / f->gpusPerHost == dst / f->gpusPerHost) {
+    links[n++] = 4 * src;
+    links[n++] = 4 * dst + 1;
+  } else {
+    int ns = nicOf(f, src), nd = nicOf(f, dst);
+    int ls = leafOf(f, ns), ld = leafOf(f, nd);
+    links[n++] = 4 * src + 2;
+    links[n++] = nicBase(f) + 2 * ns;
+    if (ls != ld) {
+      links[n++] = leafBase(f) + 2 * ls;
+      links[n++] = leafBase(f) + 2 * ld + 1;
+    }
+    links[n++] = nicBase(f) + 2 * nd + 1;
+    links[n++] = 4 * dst + 3;
+  }
+  double l = 0;
+  for (int i = 0; i < n; i++) l += f->linkLat[links[i]];
+  *lat = l;
+  return n;
+}
+
+void simLinkName(const struct simFabric* f, int id, char* buf, size_t len) {
+  static const char* gpuLinks[4] = {"nvlink-out", "nvlink-in", "pcie-to-nic", "pcie-from-nic"};
+  if (id < nicBase(f)) {
+    snprintf(buf, len, "host%d/gpu%d/%s", id / 4 / f->gpusPerHost, id / 4 % f->gpusPerHost, gpuLinks[id % 4]);
+  } else if (id < leafBase(f)) {
+    int k = (id - nicBase(f)) / 2;
+    snprintf(buf, len, "host%d/nic%d/%s", k / f->nicsPerHost, k % f->nicsPerHost, (id - nicBase(f)) % 2 ? "in" : "out");
+  } else {
+    int k = (id - leafBase(f)) / 2;
+    snprintf(buf, len, "leaf%d/%s", k, (id - leafBase(f)) % 2 ? "down-from-spine" : "up-to-spine");
+  }
+}

@@ -1,0 +1,379 @@
+/* The time model: a collective's plans (one per rank, the very plans the
+ * cpu and cuda executors run) become rounds of flows.
+ *
+ * Every phase of the plan starts when the previous one ended on every rank
+ * (the first one at the latest rank's start), after a kernel launch. Round k
+ * of a phase is step k of every lane of every rank: a STEPS lane's step that
+ * sends is a flow of its slice to the peer of its send connection; a P2P
+ * send lane's k-th operation is a flow to its peer; a copy lane's is a flow
+ * on no link at the copy rate. Every flow is capped at its lane's rate (one
+ * GPU block; p2p lanes run p2pChannels blocks), LL flows carry
+ * 1/ll_efficiency wire bytes per byte; flows share links max-min fairly
+ * (flows.c). A round ends when its last flow arrived (start + step latency +
+ * route latency + transfer); the next round starts then. Rounds whose flows
+ * are the same as the previous round's (ring steps) reuse its result. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "checks.h"
+#include "comm.h"
+#include "plan.h"
+#include "sim.h"
+
+static size_t blockLen(size_t total, size_t stride, size_t chunk) {
+  size_t start = chunk * stride;
+  if (start >= total) return 0;
+  return total - start < stride ? total - start : stride;
+}
+
+/* The peer a connection of rank r's lanes leads to. */
+int simConnPeer(const struct anycclSimWorld* w, const struct ncclComm* comm, const struct anycclConn* c) {
+  int n = w->n;
+  uintptr_t p = (uintptr_t)c, base = (uintptr_t)w->p2pConns;
+  if (p >= base && p < base + 2 * (size_t)n * sizeof(*c)) return (int)((p - base) / sizeof(*c)) % n;
+  uintptr_t s = (uintptr_t)comm->ringSend, r = (uintptr_t)comm->ringRecv;
+  if (p >= s && p < s + sizeof(comm->ringSend)) {
+    int ch = (int)((p - s) / sizeof(*c));
+    return w->ringOrder[ch * n + (comm->ringPos[ch] + 1) % n];
+  }
+  if (p >= r && p < r + sizeof(comm->ringRecv)) {
+    int ch = (int)((p - r) / sizeof(*c));
+    return w->ringOrder[ch * n + (comm->ringPos[ch] + n - 1) % n];
+  }
+  return comm->rank;
+}
+
+static int laneRounds(const struct anycclLane* l) {
+  switch (l->kind) {
+    case LANE_STEPS: {
+      if (l->nsteps == 0) return 0;
+      size_t span = l->end > l->begin ? l->end - l->begin : 0;
+      size_t slices = l->slice ? (span + l->slice - 1) / l->slice : 1;
+      if (slices == 0) slices = 1;
+      return (int)slices * l->nsteps;
+    }
+    case LANE_P2P_SEND:
+    case LANE_P2P_RECV: return l->nops;
+    case LANE_COPY: return l->nops / 2;
+  }
+  return 0;
+}
+
+/* A flow of the round being built, with what the flow file needs. */
+struct roundFlow {
+  int src, dst, lane, recvFrom;
+};
+
+struct builder {
+  struct simFlow* flows;
+  struct roundFlow* info;
+  double* lat;
+  int n, cap;
+};
+
+static int addFlow(struct builder* b) {
+  if (b->n == b->cap) {
+    int cap = b->cap ? 2 * b->cap : 1024;
+    struct simFlow* f = realloc(b->flows, sizeof(*f) * cap);
+    if (f) b->flows = f;
+    struct roundFlow* i = realloc(b->info, sizeof(*i) * cap);
+    if (i) b->info = i;
+    double* l = realloc(b->lat, sizeof(*l) * cap);
+    if (l) b->lat = l;
+    if (!f || !i || !l) return -1;
+    b->cap = cap;
+  }
+  return b->n++;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+/* Flow file: one line per flow. */
+static void writeFlows(struct anycclSimWorld* w, const struct builder* b, uint64_t seq, const char* what, int round,
+                       double t0, double stepLat, uint64_t firstId, const int64_t* prevOut, const int64_t* prevIn,
+                       const int* laneBase) {
+  for (int i = 0; i < b->n; i++) {
+    const struct simFlow* f = &b->flows[i];
+    const struct roundFlow* r = &b->info[i];
+    char parents[64] = "", route[128] = "";
+    int64_t p1 = prevOut[laneBase[r->src] + r->lane];
+    int64_t p2 = r->recvFrom >= 0 ? prevIn[laneBase[r->src] + r->lane] : -1;
+    if (p1 >= 0 && p2 >= 0 && p2 != p1) snprintf(parents, sizeof(parents), "%lld %lld", (long long)p1, (long long)p2);
+    else if (p1 >= 0 || p2 >= 0) snprintf(parents, sizeof(parents), "%lld", (long long)(p1 >= 0 ? p1 : p2));
+    for (int k = 0, off = 0; k < f->nlinks && off < (int)sizeof(route) - 12; k++)
+      off += snprintf(route + off, sizeof(route) - off, k ? " %d" : "%d", f->links[k]);
+    double start = t0, end = t0 + stepLat + b->lat[i] + f->end;
+    fprintf(w->flowFile, "%llu,%s,%llu,%s,%d,%d,%.0f,%d,%d,%s,%.6f,%.6f\n", (unsigned long long)(firstId + i), parents,
+            (unsigned long long)seq, what, r->src, r->dst, f->bytes, r->lane, round, route, start * 1e6, end * 1e6);
+  }
+}
+
+/* The protocol a GPU would use: LL up to llThreshold bytes, by the
+ * collective's size, or by the operation's for send/receive lanes. */
+static int isLL(const struct ncclComm* comm, const struct anycclPhase* ph, const struct anycclLane* l, int k) {
+  double bytes = (double)ph->count * ph->elemSize;
+  if (l->kind == LANE_P2P_SEND || l->kind == LANE_P2P_RECV) bytes = (double)l->ops[k].bytes;
+  return bytes <= (double)comm->llThreshold;
+}
+
+/* Per-link traffic of the latest distinct round, added `repeat` times to
+ * the world's totals when the rounds change. */
+struct linkAcc {
+  double* bytes;
+  double* busy;
+  int* touched;
+  int ntouched;
+};
+
+static void accFlush(struct anycclSimWorld* w, struct linkAcc* a, double repeat) {
+  for (int i = 0; i < a->ntouched; i++) {
+    int l = a->touched[i];
+    w->linkBytes[l] += a->bytes[l] * repeat;
+    w->linkBusy[l] += a->busy[l] * repeat;
+    a->bytes[l] = a->busy[l] = 0;
+  }
+  a->ntouched = 0;
+}
+
+/* What a lane does in round k, as far as the flows go: its kind of step
+ * (send and receive connections) and its size. Rounds whose lanes all do
+ * the same are the same round. */
+static uint64_t laneSig(const struct anycclPhase* ph, const struct anycclLane* l, int k, size_t* elems, int* sendIdx,
+                        int* recvIdx) {
+  *sendIdx = *recvIdx = -1;
+  *elems = 0;
+  if (l->kind == LANE_STEPS) {
+    const struct anycclStep* st = &l->steps[k % l->nsteps];
+    size_t pos = l->begin + (size_t)(k / l->nsteps) * l->slice;
+    size_t len = blockLen(l->lenTotal, l->lenStride, st->chunk);
+    if (len > l->end) len = l->end;
+    size_t e = len > pos ? len - pos : 0;
+    *elems = e > l->slice ? l->slice : e;
+    *sendIdx = st->send;
+    *recvIdx = st->recv;
+  } else if (l->kind == LANE_P2P_SEND) {
+    *elems = l->ops[k].bytes;
+    *sendIdx = 0;
+  } else if (l->kind == LANE_COPY) {
+    *elems = l->ops[2 * k].bytes;
+  }
+  return (uint64_t)*elems << 20 ^ (uint64_t)(*sendIdx + 1) << 10 ^ (uint64_t)(*recvIdx + 1) ^ (uint64_t)l->kind << 60;
+}
+
+ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start, double* end) {
+  const struct simFabric* fab = &w->fabric;
+  const struct simCalib* cal = &fab->calib;
+  int n = w->n;
+  int nph = plans[0]->nphases;
+  for (int r = 1; r < n; r++)
+    if (plans[r]->nphases != nph) {
+      WARN("sim: rank %d launched %d phases and rank 0 %d for launch %llu: the ranks called different operations",
+           r, plans[r]->nphases, nph, (unsigned long long)plans[0]->seq);
+      return ncclInvalidUsage;
+    }
+  double t = 0;
+  for (int r = 0; r < n; r++)
+    if (start[r] > t) t = start[r];
+  ncclResult_t res = ncclSuccess;
+  struct builder b = {0};
+  struct linkAcc acc = {0};
+  int* laneBase = malloc(sizeof(int) * (n + 1));
+  int* lr = NULL;
+  int64_t *prevOut = NULL, *prevIn = NULL, *curOut = NULL, *curIn = NULL;
+  uint64_t* sigs = NULL;
+  double* lats = NULL;
+  acc.bytes = calloc(fab->nLinks, sizeof(double));
+  acc.busy = calloc(fab->nLinks, sizeof(double));
+  acc.touched = malloc(sizeof(int) * (fab->nLinks + 1));
+  if (laneBase == NULL || !acc.bytes || !acc.busy || !acc.touched) {
+    res = ncclSystemError;
+    goto out;
+  }
+  int tracks = w->flowFile != NULL;
+  for (int p = 0; p < nph && res == ncclSuccess; p++) {
+    t += cal->launchUs * 1e-6;
+    int rounds = 0;
+    laneBase[0] = 0;
+    for (int r = 0; r < n; r++) laneBase[r + 1] = laneBase[r] + plans[r]->phases[p].nlanes;
+    size_t nl = (size_t)laneBase[n];
+    free(lr);
+    lr = malloc(sizeof(int) * (nl + 1));
+    if (lr == NULL) {
+      res = ncclSystemError;
+      break;
+    }
+    for (int r = 0; r < n; r++) {
+      const struct anycclPhase* ph = &plans[r]->phases[p];
+      for (int li = 0; li < ph->nlanes; li++) {
+        int k = laneRounds(&ph->lanes[li]);
+        lr[laneBase[r] + li] = k;
+        if (k > rounds) rounds = k;
+      }
+    }
+    if (tracks) {
+      free(prevOut), free(prevIn), free(curOut), free(curIn);
+      prevOut = malloc(sizeof(int64_t) * nl), prevIn = malloc(sizeof(int64_t) * nl);
+      curOut = malloc(sizeof(int64_t) * nl), curIn = malloc(sizeof(int64_t) * nl);
+      if (!prevOut || !prevIn || !curOut || !curIn) {
+        res = ncclSystemError;
+        break;
+      }
+      for (size_t i = 0; i < nl; i++) prevOut[i] = prevIn[i] = -1;
+    }
+    const char* what = plans[0]->phases[p].what ? plans[0]->phases[p].what : "phase";
+    /* Every round's signature and step latency, lane by lane (each lane's
+     * steps are read in order: thousands of ranks stay cache-friendly). */
+    free(sigs), free(lats);
+    sigs = malloc(sizeof(uint64_t) * (rounds + 1));
+    lats = calloc(rounds + 1, sizeof(double));
+    if (sigs == NULL || lats == NULL) {
+      res = ncclSystemError;
+      break;
+    }
+    for (int k = 0; k < rounds; k++) sigs[k] = 0x243f6a8885a308d3ull;
+    for (int r = 0; r < n; r++) {
+      const struct anycclPhase* ph = &plans[r]->phases[p];
+      const struct ncclComm* comm = plans[r]->comm;
+      for (int li = 0; li < ph->nlanes; li++) {
+        int m = lr[laneBase[r] + li];
+        for (int k = 0; k < m; k++) {
+          size_t e;
+          int si, ri, ll = isLL(comm, ph, &ph->lanes[li], k);
+          double lat = (ll ? cal->llStepUs : cal->simpleStepUs) * 1e-6;
+          sigs[k] = mix(sigs[k], laneSig(ph, &ph->lanes[li], k, &e, &si, &ri) ^ (uint64_t)ll << 62 ^
+                                     (uint64_t)li << 40 ^ (uint64_t)r << 44);
+          if (lat > lats[k]) lats[k] = lat;
+        }
+      }
+    }
+    uint64_t prevSig = 0;
+    int havePrev = 0;
+    double repeat = 0, prevRound = 0, prevLat = 0;
+    for (int k = 0; k < rounds; k++) {
+      uint64_t sig = sigs[k];
+      double stepLat = lats[k];
+      if (havePrev && sig == prevSig && stepLat == prevLat && !tracks) {
+        repeat++;
+        t += prevRound;
+        continue;
+      }
+      accFlush(w, &acc, repeat);
+      int same = havePrev && sig == prevSig && stepLat == prevLat;
+      /* build the round's flows */
+      b.n = 0;
+      for (int r = 0; r < n; r++) {
+        const struct ncclComm* comm = plans[r]->comm;
+        const struct anycclPhase* ph = &plans[r]->phases[p];
+        for (int li = 0; li < ph->nlanes; li++) {
+          const struct anycclLane* l = &ph->lanes[li];
+          if (k >= lr[laneBase[r] + li]) continue;
+          double wire = isLL(comm, ph, l, k) ? 1 / cal->llEfficiency : 1;
+          size_t e;
+          int si, ri, dst = -1, recvFrom = -1;
+          laneSig(ph, l, k, &e, &si, &ri);
+          double bytes = 0, cap = cal->blockGBps * 1e9;
+          if (l->kind == LANE_STEPS) {
+            if (si < 0) continue;
+            bytes = (double)e * ph->elemSize * wire;
+            dst = simConnPeer(w, comm, l->conns[si]);
+            if (ri >= 0) recvFrom = simConnPeer(w, comm, l->conns[ri]);
+          } else if (l->kind == LANE_P2P_SEND) {
+            bytes = (double)e * wire;
+            dst = simConnPeer(w, comm, l->conn);
+            cap *= comm->p2pChannels;
+          } else if (l->kind == LANE_COPY) {
+            bytes = (double)e;
+            dst = r;
+            cap = cal->copyGBps * 1e9;
+          } else {
+            continue;
+          }
+          int i = addFlow(&b);
+          if (i < 0) {
+            res = ncclSystemError;
+            goto out;
+          }
+          struct simFlow* f = &b.flows[i];
+          f->bytes = bytes;
+          f->cap = cap;
+          f->nlinks = simRoute(fab, r, dst, f->links, &b.lat[i]);
+          b.info[i] = (struct roundFlow){r, dst, li, recvFrom};
+        }
+      }
+      /* the same round again: the flows, rebuilt in the same places, keep their ends */
+      if (!same) NCCLCHECKGOTO(simFlowsRun(b.flows, b.n, fab->linkBps, fab->nLinks), res, out);
+      double roundEnd = stepLat;
+      for (int i = 0; i < b.n; i++) {
+        const struct simFlow* f = &b.flows[i];
+        double e = stepLat + b.lat[i] + f->end;
+        if (e > roundEnd) roundEnd = e;
+        for (int q = 0; q < f->nlinks; q++) {
+          int l = f->links[q];
+          if (acc.bytes[l] == 0 && acc.busy[l] == 0) acc.touched[acc.ntouched++] = l;
+          acc.bytes[l] += f->bytes;
+          if (f->end > acc.busy[l]) acc.busy[l] = f->end;
+        }
+      }
+      if (tracks) {
+        memcpy(curOut, prevOut, sizeof(int64_t) * nl);
+        memcpy(curIn, prevIn, sizeof(int64_t) * nl);
+        writeFlows(w, &b, plans[0]->seq, what, k, t, stepLat, w->nextFlowId, prevOut, prevIn, laneBase);
+        for (int i = 0; i < b.n; i++) {
+          const struct roundFlow* rf = &b.info[i];
+          curOut[laneBase[rf->src] + rf->lane] = (int64_t)(w->nextFlowId + i);
+          if (rf->dst != rf->src && rf->lane < laneBase[rf->dst + 1] - laneBase[rf->dst])
+            curIn[laneBase[rf->dst] + rf->lane] = (int64_t)(w->nextFlowId + i);
+        }
+        int64_t* x = prevOut;
+        prevOut = curOut, curOut = x;
+        x = prevIn, prevIn = curIn, curIn = x;
+      }
+      w->nextFlowId += b.n;
+      t += roundEnd;
+      prevSig = sig, prevLat = stepLat, prevRound = roundEnd, havePrev = 1, repeat = 1;
+    }
+    accFlush(w, &acc, repeat);
+  }
+out:
+  free(sigs), free(lats);
+  free(b.flows), free(b.info), free(b.lat), free(laneBase), free(lr);
+  free(acc.bytes), free(acc.busy), free(acc.touched);
+  free(prevOut), free(prevIn), free(curOut), free(curIn);
+  *end = t;
+  return res;
+}
+
+void simLinkSummary(struct anycclSimWorld* w, FILE* out, int top) {
+  const struct simFabric* f = &w->fabric;
+  int* idx = malloc(sizeof(int) * f->nLinks);
+  if (idx == NULL) return;
+  int m = 0;
+  for (int l = 0; l < f->nLinks; l++)
+    if (w->linkBytes[l] > 0) idx[m++] = l;
+  /* selection of the `top` busiest (ties: lower id first) */
+  if (top > m) top = m;
+  for (int i = 0; i < top; i++) {
+    int best = i;
+    for (int j = i + 1; j < m; j++)
+      if (w->linkBusy[idx[j]] > w->linkBusy[idx[best]] ||
+          (w->linkBusy[idx[j]] == w->linkBusy[idx[best]] && idx[j] < idx[best]))
+        best = j;
+    int x = idx[i];
+    idx[i] = idx[best];
+    idx[best] = x;
+  }
+  fprintf(out, "# sim link summary (%s): %d links carried traffic; busiest %d (modelled time %.3f us)\n", f->name, m,
+          top, w->lastEnd * 1e6);
+  fprintf(out, "# %6s  %-36s %14s %12s %9s %10s\n", "id", "link", "bytes", "busy_us", "busy_%", "GB/s_cap");
+  for (int i = 0; i < top; i++) {
+    char name[128];
+    int l = idx[i];
+    simLinkName(f, l, name, sizeof(name));
+    fprintf(out, "  %6d  %-36s %14.0f %12.3f %9.1f %10.1f\n", l, name, w->linkBytes[l], w->linkBusy[l] * 1e6,
+            w->lastEnd > 0 ? 100 * w->linkBusy[l] / w->lastEnd : 0, f->linkBps[l] / 1e9);
+  }
+  free(idx);
+}

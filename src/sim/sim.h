@@ -1,0 +1,122 @@
+/* The sim backend (docs/simulation.md): every rank of a communicator lives
+ * in one process; a collective moves no data, its time comes from a model
+ * of the plans every rank built, on a fabric read from a small text file.
+ *
+ *   fabric.c  the fabric file and the calibration file: links and routes
+ *   flows.c   max-min fair sharing of links by flows (progressive filling)
+ *   model.c   a collective's plans -> rounds of flows -> modelled time;
+ *             flow file, link summary
+ *   world.c   worlds (one per unique id), init, the executor table */
+#ifndef ANYCCL_SIM_H
+#define ANYCCL_SIM_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "nccl.h"
+
+/* ---- calibration (per device kind) -------------------------------------- */
+struct simCalib {
+  double blockGBps;       /* one lane (GPU block) pushing, GB/s */
+  double nvlinkGBps;      /* one GPU's NVLink, per direction, GB/s */
+  double pcieGBps;        /* GPU <-> NIC through the PCIe switch, per direction */
+  double copyGBps;        /* a local copy (device memory) */
+  double launchUs;        /* a kernel launch (one per phase) */
+  double llStepUs;        /* an LL-protocol step */
+  double simpleStepUs;    /* a simple-protocol step */
+  double llEfficiency;    /* LL payload per wire byte */
+  double nvlinkLatUs;     /* GPU -> NVSwitch -> GPU */
+};
+
+/* ---- fabric --------------------------------------------------------------- */
+enum { SIM_RAIL = 0, SIM_FATTREE = 1 };
+struct simFabric {
+  char name[256];         /* the file, or "default" */
+  int hosts, gpusPerHost, nicsPerHost;
+  int kind;               /* SIM_RAIL or SIM_FATTREE */
+  int hostsPerLeaf;
+  double nicGbps, oversub, hopLatUs;
+  char device[64];        /* calibration kind */
+  char hostXml[256];
+  struct simCalib calib;
+  /* links: per GPU nvl tx, nvl rx, pcie tx, pcie rx; per NIC tx, rx; per
+   * leaf up, down */
+  int nGpus, nNics, nLeaves, nLinks;
+  double* linkBps;        /* capacity in bytes/s, per link id */
+  double* linkLat;        /* seconds */
+};
+/* Parse a fabric file (path NULL: the default, 8 GPUs per host, enough hosts
+ * for nranks); *err gets "file:line: field: what" on failure. */
+ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, char* err, size_t errLen);
+ncclResult_t simCalibLoad(const char* path, struct simCalib* c, char* err, size_t errLen);
+void simCalibDefaults(struct simCalib* c);
+void simFabricFree(struct simFabric* f);
+/* The route of src -> dst (GPU indices): link ids in *links (at most 8);
+ * returns their count and the route's latency in *lat. */
+int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat);
+void simLinkName(const struct simFabric* f, int id, char* buf, size_t len);
+
+/* ---- flows: max-min fair sharing ----------------------------------------- */
+struct simFlow {
+  double bytes;           /* to move */
+  double cap;             /* the flow's own rate cap, bytes/s (lane) */
+  int nlinks;
+  int links[8];
+  double end;             /* out: seconds after the common start until done */
+};
+/* All flows start at time 0; rates are max-min fair (progressive filling),
+ * recomputed whenever a flow ends. Fills flows[i].end. linkBps: capacities. */
+ncclResult_t simFlowsRun(struct simFlow* flows, int nflows, const double* linkBps, int nLinks);
+
+/* ---- worlds ----------------------------------------------------------------- */
+struct anycclPlan;
+struct simSlot {
+  uint64_t seq;
+  int arrived, done;
+  ncclResult_t res;
+  double end;
+  struct anycclPlan** plans; /* [n] */
+  double* start;             /* [n]: virtual start of each rank's plan */
+  void** ends;               /* [n]: each rank's deferred stream-op end (anyccl-cpu) */
+  double* endAt;             /* [n]: scratch for resolving them */
+};
+
+struct anycclSimWorld {
+  unsigned char key[NCCL_UNIQUE_ID_BYTES];
+  int n, refs, index;
+  struct anycclSimWorld* next;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct simFabric fabric;
+  struct anycclPeerInfo* peerInfo;  /* [n], shared by the world's comms */
+  int nch;                          /* ring channels (0 until the first comm built the rings) */
+  int* ringOrder;                   /* [nch * n] */
+  int* ringPos;                     /* [nch * n]: position of rank r in ring c */
+  struct anycclConn* p2pConns;      /* [2n], never written: a conn's index names the peer */
+  char* scratch;                    /* reserved, never touched */
+  size_t scratchBytes;
+  struct ncclComm** comms;          /* [n] */
+  struct simSlot slots[2];
+  /* outputs */
+  FILE* flowFile;
+  uint64_t nextFlowId;
+  double* linkBytes;                /* per link */
+  double* linkBusy;                 /* per link: seconds carrying traffic */
+  double lastEnd;                   /* the end of the latest collective */
+  struct simMemo* memo;             /* memo.c */
+  uint64_t modelled, reused;        /* collectives modelled, and taken from the memo */
+};
+
+/* The modelled end (seconds) of one collective given every rank's plan and
+ * start; writes flows when the world has a flow file. simModelCollective
+ * (memo.c) reuses the result of an earlier launch whose plans were the same
+ * (no flow file; ANYCCL_SIM_MEMO=0 turns that off); simModelRun (model.c)
+ * always models. */
+int simConnPeer(const struct anycclSimWorld* w, const struct ncclComm* comm, const struct anycclConn* c);
+ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start, double* end);
+void simMemoFree(struct anycclSimWorld* w);
+ncclResult_t simModelCollective(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start,
+                                double* end);
+void simLinkSummary(struct anycclSimWorld* w, FILE* out, int top);
+
+#endif

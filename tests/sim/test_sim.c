@@ -1,0 +1,317 @@
+/* The sim backend (docs/simulation.md): the flow engine and the fabric
+ * against times computed by hand, then whole collectives through the NCCL
+ * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
+ *   flows_one flows_share spine bad_fabric ring_slow conservation reserve flowfile PATH */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cuda_runtime.h"
+#include "nccl.h"
+#include "sim/sim.h"
+
+static int failures;
+#define CHECK(cond, ...)                                          \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);        \
+      fprintf(stderr, __VA_ARGS__);                               \
+      fprintf(stderr, "\n");                                      \
+      failures++;                                                 \
+    }                                                             \
+  } while (0)
+static int near(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b) + 1e-15; }
+
+/* One flow on one link: bytes / bandwidth; a route's latency is its links'. */
+static void flowsOne(void) {
+  double bps[1] = {100e9};
+  struct simFlow f = {.bytes = 1e6, .cap = 0, .nlinks = 1, .links = {0}};
+  CHECK(simFlowsRun(&f, 1, bps, 1) == ncclSuccess, "run");
+  CHECK(near(f.end, 1e6 / 100e9), "one flow: end %g, want %g", f.end, 1e6 / 100e9);
+  f.cap = 40e9; /* a lane's cap below the link */
+  simFlowsRun(&f, 1, bps, 1);
+  CHECK(near(f.end, 1e6 / 40e9), "capped flow: end %g, want %g", f.end, 1e6 / 40e9);
+  struct simFabric fab;
+  char err[512];
+  CHECK(simFabricLoad(NULL, 16, &fab, err, sizeof(err)) == ncclSuccess, "default fabric: %s", err);
+  int links[8];
+  double lat;
+  int n = simRoute(&fab, 0, 1, links, &lat);
+  CHECK(n == 2 && near(lat, fab.calib.nvlinkLatUs * 1e-6), "same host: %d links, latency %g", n, lat);
+  n = simRoute(&fab, 0, 8, links, &lat); /* next host, same rail, same leaf */
+  CHECK(n == 4 && near(lat, 2 * fab.hopLatUs * 1e-6), "next host: %d links, latency %g", n, lat);
+  simFabricFree(&fab);
+}
+
+/* Two flows on one link get half each; when one ends the other gets all. */
+static void flowsShare(void) {
+  double bps[2] = {100e9, 100e9};
+  struct simFlow f[2] = {{.bytes = 1e6, .nlinks = 1, .links = {0}}, {.bytes = 1e6, .nlinks = 1, .links = {0}}};
+  simFlowsRun(f, 2, bps, 2);
+  CHECK(near(f[0].end, 2e6 / 100e9) && near(f[1].end, 2e6 / 100e9), "equal flows end at %g %g, want %g", f[0].end,
+        f[1].end, 2e6 / 100e9);
+  f[1].bytes = 2e6; /* shares until 2e6 bytes went (1e6 each), then alone */
+  simFlowsRun(f, 2, bps, 2);
+  CHECK(near(f[0].end, 2e-5) && near(f[1].end, 3e-5), "unequal flows end at %g %g, want 2e-5 3e-5", f[0].end,
+        f[1].end);
+  /* max-min: a flow capped at 20 leaves 80 to the other */
+  f[0] = (struct simFlow){.bytes = 1e6, .cap = 20e9, .nlinks = 1, .links = {0}};
+  f[1] = (struct simFlow){.bytes = 8e6, .nlinks = 2, .links = {0, 1}};
+  simFlowsRun(f, 2, bps, 2);
+  CHECK(near(f[0].end, 1e6 / 20e9) && near(f[1].end, 1e6 / 20e9 + (8e6 - 80e9 * 5e-5) / 100e9),
+        "capped + uncapped: %g %g", f[0].end, f[1].end);
+}
+
+static const char* writeFile(const char* name, const char* text) {
+  static char path[4][256];
+  static int k;
+  char* p = path[k++ % 4];
+  snprintf(p, 256, "%s/%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", name);
+  FILE* f = fopen(p, "w");
+  fputs(text, f);
+  fclose(f);
+  return p;
+}
+
+/* Two hosts on different leaves: the spine link decides. */
+static double crossSpine(const char* oversub) {
+  char text[512];
+  snprintf(text, sizeof(text),
+           "hosts 2\ngpus_per_host 1\nnics_per_host 1\nnic_gbps 400\nhosts_per_leaf 1\noversubscription %s\n", oversub);
+  char name[64];
+  snprintf(name, sizeof(name), "sim_spine_%d.fabric", (int)getpid());
+  const char* p = writeFile(name, text);
+  struct simFabric fab;
+  char err[512];
+  if (simFabricLoad(p, 2, &fab, err, sizeof(err)) != ncclSuccess) {
+    CHECK(0, "%s", err);
+    return 0;
+  }
+  struct simFlow f = {.bytes = 1e8};
+  double lat;
+  f.nlinks = simRoute(&fab, 0, 1, f.links, &lat);
+  CHECK(f.nlinks == 6, "cross-spine route has %d links, want 6", f.nlinks);
+  simFlowsRun(&f, 1, fab.linkBps, fab.nLinks);
+  simFabricFree(&fab);
+  unlink(p);
+  return f.end;
+}
+
+static void spine(void) {
+  double full = crossSpine("1"), half = crossSpine("2:1");
+  CHECK(near(full, 1e8 / 50e9), "non-blocking: %g s, want %g (400 Gb/s)", full, 1e8 / 50e9);
+  CHECK(near(half, 2 * full), "2:1 oversubscribed: %g s, want twice %g", half, full);
+}
+
+static void badOne(const char* name, const char* text, const char* want) {
+  const char* p = writeFile(name, text);
+  struct simFabric fab;
+  char err[1024] = "";
+  ncclResult_t r = simFabricLoad(p, 8, &fab, err, sizeof(err));
+  char expect[512];
+  snprintf(expect, sizeof(expect), "%s%s", strstr(want, "%s") ? "" : "", want);
+  char full[600];
+  snprintf(full, sizeof(full), want, p);
+  CHECK(r == ncclInvalidUsage && strstr(err, full), "%s: got %d '%s', want '%s'", name, r, err, full);
+  if (r == ncclSuccess) simFabricFree(&fab);
+  unlink(p);
+}
+
+static void badFabric(void) {
+  badOne("bad1.fabric", "hosts 2\nnic_speed 400\n", "%s:2: nic_speed: unknown field");
+  badOne("bad2.fabric", "# two hosts\nhosts two\n", "%s:2: hosts: 'two' is not an integer");
+  badOne("bad3.fabric", "hosts 1\n\ngpus_per_host\n", "%s:3: gpus_per_host: no value");
+  badOne("bad4.fabric", "oversubscription 0.5\n", "%s:1: oversubscription: '0.5' is not a number >= 1");
+  badOne("bad5.fabric", "fabric torus\n", "%s: fabric: 'torus' is neither rail nor fattree");
+  badOne("bad6.fabric", "hosts 1\ngpus_per_host 4\nnics_per_host 4\n", "%s: hosts: 1 hosts x 4 GPUs is fewer than");
+  badOne("bad7.fabric", "hosts 1\ndegrade host0/gpu9/nvlink-out=10\n", "%s:2: degrade: no link named");
+  badOne("bad8.fabric", "hosts 1\nnic_gbps 400 800\n", "%s:2: nic_gbps: more than one value");
+  struct simCalib c;
+  simCalibDefaults(&c);
+  const char* p = writeFile("bad.calib", "block_GBps 44\nlaunch_us -1\n");
+  char err[512] = "";
+  CHECK(simCalibLoad(p, &c, err, sizeof(err)) == ncclInvalidUsage && strstr(err, ":2: launch_us:"), "calib: '%s'",
+        err);
+  unlink(p);
+}
+
+/* ---- whole collectives on the sim backend ---------------------------------------- */
+#define N 8
+static ncclComm_t comms[N];
+static cudaStream_t streams[N];
+static void* bufs[N];
+
+static void initComms(void) {
+  int devs[N];
+  for (int i = 0; i < N; i++) devs[i] = i;
+  CHECK(ncclCommInitAll(comms, N, devs) == ncclSuccess, "ncclCommInitAll: %s", ncclGetLastError(NULL));
+  for (int i = 0; i < N; i++) {
+    cudaSetDevice(i);
+    cudaStreamCreate(&streams[i]);
+    cudaMalloc(&bufs[i], 64 << 20);
+  }
+}
+
+static void freeComms(void) {
+  for (int i = 0; i < N; i++) {
+    ncclCommDestroy(comms[i]);
+    cudaSetDevice(i);
+    cudaFree(bufs[i]);
+    cudaStreamDestroy(streams[i]);
+  }
+}
+
+/* The modelled time (us) of an all-reduce of `bytes`: estimated (nothing
+ * launched), then run and timed with events (the virtual clock). */
+static void allReduceTime(size_t bytes, float* estimate, float* measured) {
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  ncclGroupStart();
+  for (int i = 0; i < N; i++) ncclAllReduce(bufs[i], bufs[i], bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+  CHECK(ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
+  *estimate = info.estimatedTime;
+  cudaEvent_t a, b;
+  cudaSetDevice(0);
+  cudaEventCreate(&a), cudaEventCreate(&b);
+  cudaEventRecord(a, streams[0]);
+  ncclGroupStart();
+  for (int i = 0; i < N; i++) ncclAllReduce(bufs[i], bufs[i], bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+  ncclGroupEnd();
+  cudaSetDevice(0);
+  cudaEventRecord(b, streams[0]);
+  cudaEventSynchronize(b);
+  float ms = -1;
+  cudaEventElapsedTime(&ms, a, b);
+  *measured = ms * 1000;
+  cudaEventDestroy(a), cudaEventDestroy(b);
+}
+
+/* Ring all-reduce on 8 ranks, one lane, Simple: 15 steps, 14 of which send
+ * one 64 KB block; every round lasts step latency + route latency + the
+ * slowest flow; a slow NVLink on GPU 3 sets every round's pace. */
+static void ringSlow(void) {
+  setenv("NCCL_MAX_NCHANNELS", "1", 1), setenv("NCCL_ALGO", "Ring", 1), setenv("NCCL_PROTO", "Simple", 1);
+  const char* p = writeFile("sim_slow.fabric", "hosts 1\ngpus_per_host 8\ndegrade host0/gpu3/nvlink-out=10\n");
+  for (int slow = 0; slow < 2; slow++) {
+    if (slow) setenv("ANYCCL_SIM_FABRIC", p, 1);
+    else unsetenv("ANYCCL_SIM_FABRIC");
+    initComms();
+    size_t bytes = N * 65536;
+    float est, got;
+    allReduceTime(bytes, &est, &got);
+    double rate = slow ? 10e3 : 44e3; /* bytes per us: the slow link, or one lane (block) */
+    double want = 5 + 14 * (2 + 0.5 + 65536 / rate) + 2;
+    CHECK(fabs(est - want) < 1e-3 * want, "%s: ncclGroupSimulateEnd %g us, want %g", slow ? "slow" : "fast", est, want);
+    CHECK(fabs(got - want) < 1e-3 * want, "%s: events %g us, want %g", slow ? "slow" : "fast", got, want);
+    printf("ring all-reduce 8 x 64 KB, %s link: estimated %.3f us, events %.3f us, by hand %.3f us\n",
+           slow ? "one 10 GB/s" : "no slow", est, got, want);
+    freeComms();
+  }
+  unlink(p);
+}
+
+/* Rows of a flow file: bytes sent by each rank. */
+static void flowBytes(const char* path, double* sent, int n) {
+  FILE* f = fopen(path, "r");
+  CHECK(f != NULL, "no flow file %s", path);
+  if (f == NULL) return;
+  char line[1024];
+  int rows = 0;
+  while (fgets(line, sizeof(line), f)) {
+    if (rows++ == 0) continue; /* header */
+    char* col[12];
+    int k = 0;
+    for (char* s = line; k < 12 && s; k++) {
+      col[k] = s;
+      s = strchr(s, ',');
+      if (s) *s++ = '\0';
+    }
+    if (k < 12) continue;
+    int src = atoi(col[4]);
+    if (src >= 0 && src < n) sent[src] += atof(col[6]);
+  }
+  fclose(f);
+}
+
+/* Ring all-reduce moves 2(n-1)/n of the buffer out of every rank. */
+static void conservation(void) {
+  char path[256];
+  snprintf(path, sizeof(path), "%s/sim_flows_%d.csv", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+  setenv("ANYCCL_SIM_FLOWS", path, 1), setenv("NCCL_ALGO", "Ring", 1), setenv("NCCL_PROTO", "Simple", 1);
+  initComms();
+  size_t bytes = 8 << 20;
+  float est, got;
+  allReduceTime(bytes, &est, &got);
+  freeComms(); /* closes the flow file */
+  double sent[N] = {0};
+  flowBytes(path, sent, N);
+  for (int r = 0; r < N; r++)
+    CHECK(sent[r] == 2.0 * (N - 1) / N * bytes, "rank %d sent %.0f bytes, want %.0f", r, sent[r],
+          2.0 * (N - 1) / N * bytes);
+  printf("ring all-reduce of %zu bytes on %d ranks: rank 0 sent %.0f bytes (2(n-1)/n x size)\n", bytes, N, sent[0]);
+  unlink(path);
+}
+
+/* A flow file of a few collectives (the determinism test compares two). */
+static void flowFile(const char* path) {
+  setenv("ANYCCL_SIM_FLOWS", path, 1);
+  initComms();
+  float est, got;
+  allReduceTime(1 << 20, &est, &got);
+  ncclGroupStart();
+  for (int i = 0; i < N; i++) ncclAllGather(bufs[i], bufs[i], 4096, ncclFloat, comms[i], streams[i]);
+  ncclGroupEnd();
+  for (int i = 0; i < N; i++) cudaStreamSynchronize(streams[i]);
+  freeComms();
+}
+
+static long rssKB(void) {
+  FILE* f = fopen("/proc/self/statm", "r");
+  long pages = 0, rss = 0;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    fclose(f);
+  }
+  return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Device memory is reserved, never committed; copies and memsets of it do
+ * nothing (docs/simulation.md). */
+static void reserve(void) {
+  long before = rssKB();
+  void* p[16];
+  size_t big = (size_t)16 << 30;
+  for (int d = 0; d < 16; d++) {
+    cudaSetDevice(d);
+    CHECK(cudaMalloc(&p[d], big) == cudaSuccess, "cudaMalloc 16 GB on device %d", d);
+    CHECK(cudaMemset(p[d], 0x5a, big) == cudaSuccess, "cudaMemset");
+  }
+  char host[4096];
+  memset(host, 7, sizeof(host));
+  CHECK(cudaMemcpy(p[0], host, sizeof(host), cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy H2D");
+  CHECK(cudaMemcpy(host, p[1], sizeof(host), cudaMemcpyDeviceToHost) == cudaSuccess, "cudaMemcpy D2H");
+  CHECK(host[0] == 7 && host[4095] == 7, "a copy from device memory wrote the host buffer");
+  long grew = rssKB() - before;
+  CHECK(grew < 64 * 1024, "256 GB of device memory, set and copied, grew RSS by %ld KB", grew);
+  printf("256 GB of device memory on 16 devices: RSS grew by %ld KB\n", grew);
+  for (int d = 0; d < 16; d++) cudaFree(p[d]);
+}
+
+int main(int argc, char** argv) {
+  const char* c = argc > 1 ? argv[1] : "";
+  if (!strcmp(c, "flows_one")) flowsOne();
+  else if (!strcmp(c, "flows_share")) flowsShare();
+  else if (!strcmp(c, "spine")) spine();
+  else if (!strcmp(c, "bad_fabric")) badFabric();
+  else if (!strcmp(c, "ring_slow")) ringSlow();
+  else if (!strcmp(c, "conservation")) conservation();
+  else if (!strcmp(c, "reserve")) reserve();
+  else if (!strcmp(c, "flowfile") && argc > 2) flowFile(argv[2]);
+  else {
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|reserve|flowfile PATH\n", argv[0]);
+    return 2;
+  }
+  if (failures) fprintf(stderr, "%d failure(s)\n", failures);
+  else printf("%s: ok\n", c);
+  return failures ? 1 : 0;
+}
