@@ -201,6 +201,12 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
      * user chose. */
     if (getenv("NCCL_MAX_NCHANNELS") == NULL) me->maxChannels = (int)anycclParamInt(PARAM_CUDA_NCHANNELS);
     if (getenv("NCCL_BUFFSIZE") == NULL) me->slotBytes = (size_t)anycclParamInt(PARAM_CUDA_BUFFSIZE);
+  } else if (getenv("NCCL_BUFFSIZE") == NULL) {
+    /* Network messages are FIFO slots: larger slots, fewer messages and
+     * wake-ups per byte (sendrecv 64 MB between 2 virtual hosts: 1 MB -> 4 MB
+     * FIFOs took 1.0 -> 1.3 GB/s, 1 MB messages 0.8 -> 1.2 GB/s). */
+    int64_t nb = anycclParamInt(PARAM_NET_BUFFSIZE);
+    me->netSlotBytes = nb > 0 ? (size_t)nb : 0;
   }
   if (r == 0 && me->slotBytes > ANYCCL_MAX_BUFFSIZE) /* negative counts as huge */
     WARN("NCCL_BUFFSIZE (ANYCCL_CUDA_BUFFSIZE for GPUs) is %lld bytes; set at most %zu: using %zu",
@@ -209,7 +215,11 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   NCCLCHECK(checkDuplicateDevices(comm));
 
   /* Geometry agreed by all: rank 0's FIFO shape, the smallest channel cap. */
-  wireFifoGeometry(comm->peerInfo[0].nslots, comm->peerInfo[0].slotBytes, &comm->nslots, &comm->slotBytes);
+  int spansHosts = 0;
+  for (int i = 0; i < n; i++) spansHosts |= comm->peerInfo[i].hostHash != comm->peerInfo[0].hostHash;
+  size_t buff = comm->peerInfo[0].slotBytes;
+  if (spansHosts && comm->peerInfo[0].netSlotBytes > 0) buff = comm->peerInfo[0].netSlotBytes;
+  wireFifoGeometry(comm->peerInfo[0].nslots, buff, &comm->nslots, &comm->slotBytes);
   int nch = ANYCCL_MAX_CHANNELS;
   for (int i = 0; i < n; i++)
     if (comm->peerInfo[i].maxChannels < nch) nch = comm->peerInfo[i].maxChannels;
