@@ -52,4 +52,10 @@ typedef struct {
 
 extern const anycclNet_t anycclNetSocket;
 
+/* A dropped connection surfaces as an error within ANYCCL_NET_TIMEOUT even
+ * without a reset: TCP_USER_TIMEOUT for unacknowledged data, keepalive for
+ * silence (net_socket.c; the P2P engine's channels use it too). */
+struct ncclSocket;
+void netSetLiveness(struct ncclSocket* s);
+
 #endif
