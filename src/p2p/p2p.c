@@ -262,7 +262,10 @@ static struct anycclP2pConn* connNew(struct anycclP2pEndpoint* ep, int nch, size
   c->timeoutMs = ep->timeoutMs;
   c->wakeFd = -1;
   c->nextId = 1;
-  for (int k = 0; k < nch; k++) ncclSocketInit(&c->ch[k].sock, NULL, NULL);
+  for (int k = 0; k < nch; k++) {
+    ncclSocketInit(&c->ch[k].sock, NULL, NULL);
+    c->ch[k].readable = 1;
+  }
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->cv, NULL);
   return c;
@@ -460,6 +463,7 @@ static void connFree(struct anycclP2pConn* c) {
   }
   free(c->notes);
   pthread_mutex_destroy(&c->lock);
+  if (c->plockInit) pthread_mutex_destroy(&c->plock);
   pthread_cond_destroy(&c->cv);
   free(c->ch);
   free(c);

@@ -131,6 +131,8 @@ struct p2pChannel {
   struct p2pUnexp* runexp;
   int unexpCount;
   int bye;
+  int closed;   /* EOF after the peer's goodbye */
+  int readable; /* worth a recv: poll said so, or no EAGAIN since */
 };
 
 struct p2pTagSeq {
@@ -146,8 +148,12 @@ struct anycclP2pConn {
   int window;
   int64_t timeoutMs;
   struct p2pChannel* ch;
-  pthread_mutex_t lock;
+  pthread_mutex_t lock;  /* requests, lists, notifications */
   pthread_cond_t cv;
+  pthread_mutex_t plock; /* the channels' I/O state: one thread moves bytes at a time */
+  int plockInit;
+  int spinners;          /* callers spinning in wait (they move the bytes) */
+  int nclosed;
   pthread_t thread;
   int threadStarted, stop, wakeFd;
   struct anycclP2pReq* active; /* every live request */
@@ -206,6 +212,11 @@ ncclResult_t p2pConnStart(struct anycclP2pConn* c);
 void p2pConnStop(struct anycclP2pConn* c); /* joins the thread */
 void p2pConnDrop(struct anycclP2pConn* c); /* frees queued items, the wake fd */
 void p2pWake(struct anycclP2pConn* c);
+void p2pKick(struct anycclP2pConn* c); /* progress now in the caller's thread, or wake */
+/* Wait for r moving the bytes in this thread (blocking in poll on the
+ * channels, as a plain socket read would): 1 when r is done or the
+ * connection stops; 0 at once when another thread holds the channels. */
+int p2pDrive(struct anycclP2pConn* c, struct anycclP2pReq* r);
 /* lock held */
 struct p2pTagSeq* p2pTagSeq(struct anycclP2pConn* c, int tag);
 void p2pReqLink(struct anycclP2pConn* c, struct anycclP2pReq* r);

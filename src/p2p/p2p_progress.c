@@ -58,15 +58,22 @@ void p2pOutPush(struct anycclP2pConn* c, struct anycclP2pReq* r) {
 void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_t err) {
   if (r->done) return;
   p2pReqUnlink(c, r);
-  r->done = 1;
   r->err = err;
-  if (r->kind == REQ_RESP) free(r);
-  else pthread_cond_broadcast(&c->cv);
+  if (r->kind == REQ_RESP) {
+    free(r);
+    return;
+  }
+  /* once done is seen the owner may free r: nothing touches r after this */
+  __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&c->cv);
 }
 
-static void recvChunkArrived(struct anycclP2pConn* c, struct anycclP2pReq* r, uint64_t len) {
+/* 1 when r completed (then r may be gone). */
+static int recvChunkArrived(struct anycclP2pConn* c, struct anycclP2pReq* r, uint64_t len) {
   r->moved += len;
-  if (r->total != SIZE_MAX && r->moved >= r->total) p2pReqComplete(c, r, r->err);
+  if (r->total == SIZE_MAX || r->moved < r->total) return 0;
+  p2pReqComplete(c, r, r->err);
+  return 1;
 }
 
 /* A message of `total` bytes arrives for receive r: too long fails it (the
@@ -97,8 +104,7 @@ void p2pRecvTakeUnexpected(struct anycclP2pConn* c, struct anycclP2pReq* r) {
     uint64_t len = u->len;
     free(u->data);
     free(u);
-    recvChunkArrived(c, r, len);
-    if (r->done) break;
+    if (recvChunkArrived(c, r, len)) break;
   }
 }
 
@@ -379,6 +385,7 @@ static int recvChannel(struct anycclP2pConn* c, int k) {
       if (!ch->rdst && want > sizeof(c->discard)) want = sizeof(c->discard);
     }
     ssize_t n = recv(ch->sock.fd, dst, want, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ch->readable = 0; /* until poll says otherwise */
     if (n == 0) {
       if (ch->bye) return -2; /* closed after its goodbye */
       connError(c, ncclRemoteError, "the peer closed a channel without saying goodbye (it died?)", k, "EOF");
@@ -421,72 +428,140 @@ static int recvChannel(struct anycclP2pConn* c, int k) {
   }
 }
 
-/* ---- the thread ------------------------------------------------------------------ */
+/* ---- progress ------------------------------------------------------------------- */
+/* One pass over the channels (plock held): deal chunks, write, read.
+ * Returns 1 if anything moved. */
+static int progressOnce(struct anycclP2pConn* c) {
+  if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != ncclSuccess) return 0;
+  int progressed = 0;
+  pthread_mutex_lock(&c->lock);
+  schedule(c);
+  pthread_mutex_unlock(&c->lock);
+  for (int k = 0; k < c->nch; k++) {
+    int s = sendChannel(c, k);
+    if (s < 0) return 1;
+    progressed |= s > 0;
+    if (c->ch[k].closed || !c->ch[k].readable) continue;
+    int r = recvChannel(c, k);
+    if (r == -2) {
+      c->ch[k].closed = 1;
+      c->nclosed++;
+    } else if (r < 0) {
+      return 1;
+    }
+    progressed |= r > 0;
+  }
+  if (progressed) __atomic_store_n(&c->lastProgress, ncclSocketClockMs(), __ATOMIC_RELEASE);
+  return progressed;
+}
+
+/* The caller's thread moves bytes itself when nobody else is (no hand-off
+ * to the progress thread on the latency path); otherwise, or when work is
+ * left, it wakes the progress thread. */
+void p2pKick(struct anycclP2pConn* c) {
+  if (pthread_mutex_trylock(&c->plock) != 0) {
+    p2pWake(c);
+    return;
+  }
+  progressOnce(c);
+  int left = c->outHead != NULL;
+  for (int k = 0; k < c->nch && !left; k++) left = c->ch[k].qhead != NULL || c->ch[k].rstate == 2;
+  pthread_mutex_unlock(&c->plock);
+  if (left) p2pWake(c);
+}
+
+/* The poll set (plock held): the wake fd, then every channel with
+ * something to read or write. */
+static int pollSet(struct anycclP2pConn* c, struct pollfd* pfd, int sockets) {
+  int n = 0;
+  pfd[n++] = (struct pollfd){c->wakeFd, POLLIN, 0};
+  if (!sockets || __atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != ncclSuccess) return n;
+  for (int k = 0; k < c->nch; k++) {
+    struct p2pChannel* ch = &c->ch[k];
+    short ev = (!ch->closed && ch->rstate != 2 ? POLLIN : 0) | (ch->qhead ? POLLOUT : 0);
+    if (ev) pfd[n++] = (struct pollfd){ch->sock.fd, ev, 0};
+  }
+  return n;
+}
+
+/* Sleep until a socket is ready, a wake, or the timeout. 1 if any fd is ready. */
+static int pollWait(struct anycclP2pConn* c, struct pollfd* pfd, int n, int timeoutMs) {
+  if (poll(pfd, (nfds_t)n, timeoutMs) <= 0) return 0;
+  if (pfd[0].revents & POLLIN) {
+    uint64_t v;
+    ssize_t r = read(c->wakeFd, &v, sizeof(v));
+    (void)r;
+  }
+  return 1;
+}
+
+/* The channels poll found readable are worth a recv again (plock held). */
+static void markReadable(struct anycclP2pConn* c, const struct pollfd* pfd, int n) {
+  for (int i = 1; i < n; i++)
+    if (pfd[i].revents & (POLLIN | POLLERR | POLLHUP))
+      for (int k = 0; k < c->nch; k++)
+        if (c->ch[k].sock.fd == pfd[i].fd) c->ch[k].readable = 1;
+}
+
+/* Fail the connection when every channel said goodbye or nothing moved for
+ * the timeout while requests wait (plock held). */
+static void checkHealth(struct anycclP2pConn* c) {
+  if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != ncclSuccess) return;
+  int64_t now = ncclSocketClockMs();
+  pthread_mutex_lock(&c->lock);
+  int busy = c->active != NULL;
+  if (!busy) __atomic_store_n(&c->lastProgress, now, __ATOMIC_RELEASE);
+  int64_t idle = now - __atomic_load_n(&c->lastProgress, __ATOMIC_ACQUIRE);
+  pthread_mutex_unlock(&c->lock);
+  if (busy && c->nclosed == c->nch) {
+    connError(c, ncclRemoteError, "the peer closed the connection", -1, "goodbye");
+  } else if (busy && c->timeoutMs > 0 && idle > c->timeoutMs) {
+    char why[64];
+    snprintf(why, sizeof(why), "no progress for %lld ms", (long long)c->timeoutMs);
+    connError(c, ncclSystemError, "nothing moved within the timeout (ANYCCL_OP_TIMEOUT)", -1, why);
+  }
+}
+
+int p2pDrive(struct anycclP2pConn* c, struct anycclP2pReq* r) {
+  if (pthread_mutex_trylock(&c->plock) != 0) return 0;
+  struct pollfd pfd[ANYCCL_P2P_MAX_CHANNELS + 1];
+  __atomic_fetch_add(&c->spinners, 1, __ATOMIC_ACQ_REL);
+  while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE) && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+    int progressed = progressOnce(c);
+    checkHealth(c);
+    if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
+    if (progressed) continue;
+    int n = pollSet(c, pfd, 1);
+    if (pollWait(c, pfd, n, NCCL_SOCKET_POLL_MS)) markReadable(c, pfd, n);
+  }
+  __atomic_fetch_sub(&c->spinners, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&c->plock);
+  /* the progress thread takes the sockets back within a millisecond */
+  return 1;
+}
+
 static void* progressMain(void* arg) {
   struct anycclP2pConn* c = arg;
-  struct pollfd* pfd = calloc((size_t)c->nch + 1, sizeof(*pfd));
-  int* closed = calloc((size_t)c->nch, sizeof(int));
-  if (pfd == NULL || closed == NULL) {
-    connError(c, ncclSystemError, "out of memory", -1, "calloc");
-    free(pfd);
-    free(closed);
-    return NULL;
-  }
-  int nclosed = 0;
+  struct pollfd pfd[ANYCCL_P2P_MAX_CHANNELS + 1];
+  int n = 0, ready = 0;
   while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
-    int failed = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != ncclSuccess;
-    int progressed = 0;
-    if (!failed) {
-      pthread_mutex_lock(&c->lock);
-      schedule(c);
-      pthread_mutex_unlock(&c->lock);
-      for (int k = 0; k < c->nch && !failed; k++) {
-        int s = sendChannel(c, k);
-        if (s < 0) failed = 1;
-        progressed |= s > 0;
-        if (failed || closed[k]) continue;
-        int r = recvChannel(c, k);
-        if (r == -2) {
-          closed[k] = 1;
-          nclosed++;
-        } else if (r < 0) {
-          failed = 1;
-        }
-        progressed |= r > 0;
-      }
+    /* a caller waiting in p2pDrive moves the bytes: keep out of its way
+     * (the wake fd alone, a millisecond at a time) */
+    if (__atomic_load_n(&c->spinners, __ATOMIC_ACQUIRE) > 0) {
+      pfd[0] = (struct pollfd){c->wakeFd, POLLIN, 0};
+      pollWait(c, pfd, 1, 1);
+      ready = 0;
+      continue;
     }
-    int64_t now = ncclSocketClockMs();
-    pthread_mutex_lock(&c->lock);
-    int busy = c->active != NULL;
-    if (progressed || !busy) c->lastProgress = now;
-    if (!failed && nclosed == c->nch && busy) {
-      pthread_mutex_unlock(&c->lock);
-      connError(c, ncclRemoteError, "the peer closed the connection", -1, "goodbye");
-      pthread_mutex_lock(&c->lock);
-    } else if (!failed && busy && c->timeoutMs > 0 && now - c->lastProgress > c->timeoutMs) {
-      pthread_mutex_unlock(&c->lock);
-      char why[64];
-      snprintf(why, sizeof(why), "no progress for %lld ms", (long long)c->timeoutMs);
-      connError(c, ncclSystemError, "nothing moved within the timeout (ANYCCL_OP_TIMEOUT)", -1, why);
-      pthread_mutex_lock(&c->lock);
-    }
-    pthread_mutex_unlock(&c->lock);
-    if (progressed) continue;
-    int n = 0;
-    pfd[n++] = (struct pollfd){c->wakeFd, POLLIN, 0};
-    failed = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != ncclSuccess;
-    for (int k = 0; k < c->nch && !failed; k++) {
-      short ev = (!closed[k] && c->ch[k].rstate != 2 ? POLLIN : 0) | (c->ch[k].qhead ? POLLOUT : 0);
-      if (ev) pfd[n++] = (struct pollfd){c->ch[k].sock.fd, ev, 0};
-    }
-    if (poll(pfd, n, NCCL_SOCKET_POLL_MS) > 0 && (pfd[0].revents & POLLIN)) {
-      uint64_t v;
-      ssize_t r = read(c->wakeFd, &v, sizeof(v));
-      (void)r;
-    }
+    pthread_mutex_lock(&c->plock);
+    if (ready) markReadable(c, pfd, n);
+    int progressed = progressOnce(c);
+    checkHealth(c);
+    n = pollSet(c, pfd, 1);
+    pthread_mutex_unlock(&c->plock);
+    /* the poll runs without the channels' lock: a caller may take them */
+    ready = progressed ? 0 : pollWait(c, pfd, n, NCCL_SOCKET_POLL_MS);
   }
-  free(pfd);
-  free(closed);
   return NULL;
 }
 
@@ -497,6 +572,8 @@ ncclResult_t p2pConnStart(struct anycclP2pConn* c) {
     return ncclSystemError;
   }
   c->lastProgress = ncclSocketClockMs();
+  pthread_mutex_init(&c->plock, NULL);
+  c->plockInit = 1;
   if (pthread_create(&c->thread, NULL, progressMain, c) != 0) {
     WARN("P2P: cannot start a progress thread");
     return ncclSystemError;

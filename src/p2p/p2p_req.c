@@ -6,6 +6,7 @@
 #include "checks.h"
 #include "p2p_int.h"
 
+
 /* A new request on c (lock held); NULL with *res set when c has failed. */
 static struct anycclP2pReq* reqNew(struct anycclP2pConn* c, int kind, const char* fn, ncclResult_t* res) {
   *res = c->error;
@@ -55,7 +56,7 @@ static ncclResult_t post(struct anycclP2pConn* c, int kind, char* buf, size_t si
   }
   pthread_mutex_unlock(&c->lock);
   *out = r;
-  if (r) p2pWake(c);
+  if (r) p2pKick(c);
   return res;
 }
 
@@ -113,25 +114,28 @@ static ncclResult_t finish(struct anycclP2pReq* r, size_t* bytes) {
 P2P_API ncclResult_t anycclP2pTest(anycclP2pRequest_t r, int* done, size_t* bytes) {
   ARGCHECK(r != NULL && done != NULL, "anycclP2pTest", "req or done is NULL");
   struct anycclP2pConn* c = r->conn;
-  pthread_mutex_lock(&c->lock);
-  *done = r->done;
-  pthread_mutex_unlock(&c->lock);
+  if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) p2pKick(c);
+  *done = __atomic_load_n(&r->done, __ATOMIC_ACQUIRE);
   return *done ? finish(r, bytes) : ncclSuccess;
 }
 
 P2P_API ncclResult_t anycclP2pWait(anycclP2pRequest_t r, size_t* bytes) {
   ARGCHECK(r != NULL, "anycclP2pWait", "req is NULL");
   struct anycclP2pConn* c = r->conn;
-  pthread_mutex_lock(&c->lock);
-  while (!r->done) {
-    /* the progress thread fails every request after the timeout: this ends */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += NCCL_SOCKET_POLL_MS * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&c->cv, &c->lock, &ts);
+  while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
+    if (p2pDrive(c, r)) continue;
+    /* another thread moves the bytes: sleep until a completion (the
+     * progress thread fails every request after the timeout: this ends) */
+    pthread_mutex_lock(&c->lock);
+    if (!r->done) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 200000;
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&c->cv, &c->lock, &ts);
+    }
+    pthread_mutex_unlock(&c->lock);
   }
-  pthread_mutex_unlock(&c->lock);
   return finish(r, bytes);
 }
 
