@@ -79,7 +79,7 @@ for run in $(seq 1 "$RUNS"); do
   tcp=$(p2p --tcp --size 4096 --iters 200)
   tcplat=$(awk '{print $3}' <<<"$tcp")
   eng=$(p2p --min 4096 --max 64M --iters 20)
-  e4k=$(awk '$1==4096{print $3}' <<<"$eng")
+  e4k=$(p2p --size 4096 --iters 200 | awk '{print $3}')
   e1m=$(awk '$1==1048576{print $2}' <<<"$eng")
   e64m=$(awk '$1==67108864{print $2}' <<<"$eng")
   sr1m=$(perf2 sendrecv_perf 1M 7)

@@ -1,5 +1,6 @@
 /* The P2P engine's requests: post, test, wait, and the blocking helpers. */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -122,8 +123,14 @@ P2P_API ncclResult_t anycclP2pTest(anycclP2pRequest_t r, int* done, size_t* byte
 P2P_API ncclResult_t anycclP2pWait(anycclP2pRequest_t r, size_t* bytes) {
   ARGCHECK(r != NULL, "anycclP2pWait", "req is NULL");
   struct anycclP2pConn* c = r->conn;
+  int tries = 0;
   while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
     if (p2pDrive(c, r)) continue;
+    /* the progress thread holds the channels for one pass: try again soon */
+    if (++tries % 64 != 0) {
+      sched_yield();
+      continue;
+    }
     /* another thread moves the bytes: sleep until a completion (the
      * progress thread fails every request after the timeout: this ends) */
     pthread_mutex_lock(&c->lock);
