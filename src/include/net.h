@@ -51,6 +51,9 @@ typedef struct {
 } anycclNet_t;
 
 extern const anycclNet_t anycclNetSocket;
+extern const anycclNet_t anycclNetP2p; /* over the P2P engine (net_p2p.c) */
+/* The table ANYCCL_NET_ENGINE names (socket by default). */
+const anycclNet_t* anycclNetDefault(void);
 
 /* A dropped connection surfaces as an error within ANYCCL_NET_TIMEOUT even
  * without a reset: TCP_USER_TIMEOUT for unacknowledged data, keepalive for

@@ -259,8 +259,10 @@ static struct anycclP2pConn* connNew(struct anycclP2pEndpoint* ep, int nch, size
   c->nch = nch;
   c->chunk = chunk;
   c->window = window;
+  c->unexpMax = window;
   c->timeoutMs = ep->timeoutMs;
   c->wakeFd = -1;
+  c->notifyFd = -1;
   c->nextId = 1;
   for (int k = 0; k < nch; k++) {
     ncclSocketInit(&c->ch[k].sock, NULL, NULL);
@@ -445,6 +447,11 @@ static void connFree(struct anycclP2pConn* c) {
     p2pReqUnlink(c, r);
     free(r);
   }
+  while (c->zombies) {
+    struct anycclP2pReq* r = c->zombies;
+    c->zombies = r->outNext;
+    free(r);
+  }
   while (c->unexp) {
     struct p2pUnexp* u = c->unexp;
     c->unexp = u->next;
@@ -478,7 +485,7 @@ P2P_API ncclResult_t anycclP2pClose(anycclP2pConn_t c) {
   for (;;) {
     int out = c->outHead != NULL;
     for (struct anycclP2pReq* r = c->active; r && !out; r = r->next) out = r->kind == REQ_SEND || r->kind == REQ_RESP;
-    if (!out || c->error != ncclSuccess || ncclSocketRemainingMs(deadline) == 0) break;
+    if (!out || c->noDrain || c->error != ncclSuccess || ncclSocketRemainingMs(deadline) == 0) break;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 10 * 1000000;
@@ -486,6 +493,8 @@ P2P_API ncclResult_t anycclP2pClose(anycclP2pConn_t c) {
     pthread_cond_timedwait(&c->cv, &c->lock, &ts);
   }
   int healthy = c->error == ncclSuccess;
+  for (struct anycclP2pReq* r = c->active; r && healthy; r = r->next)
+    healthy = r->kind != REQ_SEND && r->kind != REQ_RESP; /* a goodbye after half a message would corrupt it */
   pthread_mutex_unlock(&c->lock);
   p2pConnStop(c);
   if (healthy) {

@@ -166,7 +166,12 @@ struct anycclP2pConn {
   uint64_t* notes;
   int nnotes, capNotes;
   ncclResult_t error;
-  int peerBye;
+  int peerBye;   /* every channel ended after the peer's goodbye */
+  int unexpMax;  /* early chunks kept per channel (window; 0: stall at once, the net transport's FIFO flow control) */
+  struct anycclP2pReq* zombies; /* failed requests the net table keeps for repeated tests (freed at close) */
+  int noDrain;   /* close at once (the net transport drained what it wanted already) */
+  int quietBye;  /* a goodbye with requests pending is normal (the net transport's receives): no WARN */
+  int notifyFd;  /* written on every completion (the net transport's proxy sleeps on it); -1: none */
   int64_t lastProgress;
   char discard[65536];
   struct anycclP2pConn *epPrev, *epNext;

@@ -66,6 +66,11 @@ void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_
   /* once done is seen the owner may free r: nothing touches r after this */
   __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&c->cv);
+  if (c->notifyFd >= 0) {
+    uint64_t one = 1;
+    ssize_t w = write(c->notifyFd, &one, sizeof(one));
+    (void)w;
+  }
 }
 
 /* 1 when r completed (then r may be gone). */
@@ -126,7 +131,7 @@ static void connError(struct anycclP2pConn* c, ncclResult_t err, const char* fmt
   pthread_mutex_lock(&c->lock);
   if (c->error == ncclSuccess) {
     c->error = err;
-    if (c->active)
+    if (c->active && !(c->quietBye && c->peerBye))
       WARN("P2P: connection failed: %s (channel %d: %s); its pending requests fail with %s", fmt, chan, why,
            ncclGetErrorString(err));
     else
@@ -250,7 +255,7 @@ static int dispatch(struct anycclP2pConn* c, int k) {
         ch->rreq = r;
         return 0;
       }
-      if (ch->unexpCount >= c->window) return 1;
+      if (ch->unexpCount >= c->unexpMax) return 1;
       struct p2pUnexp* u = calloc(1, sizeof(*u));
       if (u == NULL || (h->len && (u->data = malloc(h->len)) == NULL)) {
         free(u);
@@ -513,7 +518,8 @@ static void checkHealth(struct anycclP2pConn* c) {
   if (!busy) __atomic_store_n(&c->lastProgress, now, __ATOMIC_RELEASE);
   int64_t idle = now - __atomic_load_n(&c->lastProgress, __ATOMIC_ACQUIRE);
   pthread_mutex_unlock(&c->lock);
-  if (busy && c->nclosed == c->nch) {
+  if (c->nclosed == c->nch) {
+    __atomic_store_n(&c->peerBye, 1, __ATOMIC_RELEASE);
     connError(c, ncclRemoteError, "the peer closed the connection", -1, "goodbye");
   } else if (busy && c->timeoutMs > 0 && idle > c->timeoutMs) {
     char why[64];

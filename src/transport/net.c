@@ -205,7 +205,7 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
   comm->proxy = p;
   p->comm = comm;
   p->gpu = gpu;
-  p->net = &anycclNetSocket;
+  p->net = anycclNetDefault();
   p->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (p->efd < 0) return ncclSystemError;
   p->bell.eventFd1 = p->efd + 1;
