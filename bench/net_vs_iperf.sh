@@ -13,6 +13,7 @@
 #                                from the other at once (both directions), algbw per rank
 #   all_reduce_perf 2 hosts      busbw; for 2 ranks a ring all-reduce moves S bytes each way per rank,
 #                                so its bound is the per-direction rate of iperf3 --bidir
+#   (both perf tools again with ANYCCL_NET_ENGINE=p2p: the transport over the P2P engine)
 # and prints one table per run: value, reference, ratio. GB/s = 1e9 bytes/s.
 # Needs iperf3 (apt-get install iperf3 when missing, as root) and, for the
 # two perf tools, the MPI build (mpirun; else those rows say "n/a").
@@ -85,6 +86,9 @@ for run in $(seq 1 "$RUNS"); do
   sr1m=$(perf2 sendrecv_perf 1M 7)
   sr64m=$(perf2 sendrecv_perf 64M 7)
   ar64m=$(perf2 all_reduce_perf 64M 8)
+  psr1m=$(ANYCCL_NET_ENGINE=p2p perf2 sendrecv_perf 1M 7)
+  psr64m=$(ANYCCL_NET_ENGINE=p2p perf2 sendrecv_perf 64M 7)
+  par64m=$(ANYCCL_NET_ENGINE=p2p perf2 all_reduce_perf 64M 8)
   echo "# run $run/$RUNS ($(date -u +%H:%M:%S) UTC, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
   printf "%-38s %10s %10s %7s  %s\n" "measure" "value" "reference" "ratio" "reference is"
   row "P2P engine 64 MB one way (GB/s)" "$e64m" "$one" "iperf3 -P 4 one way"
@@ -94,5 +98,9 @@ for run in $(seq 1 "$RUNS"); do
   row "sendrecv 1 MB 2 hosts, algbw (GB/s)" "$sr1m" "$bidir" "iperf3 -P 4 --bidir, per direction"
   row "sendrecv 64 MB vs one-way (GB/s)" "$sr64m" "$one" "iperf3 -P 4 one way (the issue's ratio)"
   row "all_reduce 64 MB 2 hosts, busbw (GB/s)" "$ar64m" "$bidir" "iperf3 -P 4 --bidir, per direction"
+  row "  same, ANYCCL_NET_ENGINE=p2p" "$par64m" "$bidir" ""
+  row "sendrecv 64 MB, ANYCCL_NET_ENGINE=p2p" "$psr64m" "$bidir" "iperf3 -P 4 --bidir, per direction"
+  row "sendrecv 1 MB, ANYCCL_NET_ENGINE=p2p" "$psr1m" "$bidir" ""
+  row "sendrecv 64 MB p2p vs one-way" "$psr64m" "$one" "iperf3 -P 4 one way"
   echo
 done

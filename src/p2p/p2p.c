@@ -447,9 +447,9 @@ static void connFree(struct anycclP2pConn* c) {
     p2pReqUnlink(c, r);
     free(r);
   }
-  while (c->zombies) {
-    struct anycclP2pReq* r = c->zombies;
-    c->zombies = r->outNext;
+  while (c->finished) {
+    struct anycclP2pReq* r = c->finished;
+    c->finished = r->outNext;
     free(r);
   }
   while (c->unexp) {

@@ -168,7 +168,8 @@ struct anycclP2pConn {
   ncclResult_t error;
   int peerBye;   /* every channel ended after the peer's goodbye */
   int unexpMax;  /* early chunks kept per channel (window; 0: stall at once, the net transport's FIFO flow control) */
-  struct anycclP2pReq* zombies; /* failed requests the net table keeps for repeated tests (freed at close) */
+  int keepDone;  /* the net table: done requests stay listed (finished) until tested, freed at close if never */
+  struct anycclP2pReq* finished;
   int noDrain;   /* close at once (the net transport drained what it wanted already) */
   int quietBye;  /* a goodbye with requests pending is normal (the net transport's receives): no WARN */
   int notifyFd;  /* written on every completion (the net transport's proxy sleeps on it); -1: none */

@@ -63,6 +63,10 @@ void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_
     free(r);
     return;
   }
+  if (c->keepDone) {
+    r->outNext = c->finished;
+    c->finished = r;
+  }
   /* once done is seen the owner may free r: nothing touches r after this */
   __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&c->cv);
@@ -517,13 +521,14 @@ static void checkHealth(struct anycclP2pConn* c) {
   int busy = c->active != NULL;
   if (!busy) __atomic_store_n(&c->lastProgress, now, __ATOMIC_RELEASE);
   int64_t idle = now - __atomic_load_n(&c->lastProgress, __ATOMIC_ACQUIRE);
+  int64_t limit = c->timeoutMs;
   pthread_mutex_unlock(&c->lock);
   if (c->nclosed == c->nch) {
     __atomic_store_n(&c->peerBye, 1, __ATOMIC_RELEASE);
     connError(c, ncclRemoteError, "the peer closed the connection", -1, "goodbye");
-  } else if (busy && c->timeoutMs > 0 && idle > c->timeoutMs) {
+  } else if (busy && limit > 0 && idle > limit) {
     char why[64];
-    snprintf(why, sizeof(why), "no progress for %lld ms", (long long)c->timeoutMs);
+    snprintf(why, sizeof(why), "no progress for %lld ms", (long long)limit);
     connError(c, ncclSystemError, "nothing moved within the timeout (ANYCCL_OP_TIMEOUT)", -1, why);
   }
 }

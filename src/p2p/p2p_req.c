@@ -106,6 +106,14 @@ P2P_API ncclResult_t anycclP2pIread(anycclP2pConn_t c, void* dst, size_t size, c
 }
 
 static ncclResult_t finish(struct anycclP2pReq* r, size_t* bytes) {
+  struct anycclP2pConn* c = r->conn;
+  if (c->keepDone) {
+    pthread_mutex_lock(&c->lock);
+    struct anycclP2pReq** pp = &c->finished;
+    while (*pp && *pp != r) pp = &(*pp)->outNext;
+    if (*pp) *pp = r->outNext;
+    pthread_mutex_unlock(&c->lock);
+  }
   ncclResult_t err = r->err;
   if (bytes) *bytes = r->kind == REQ_RECV ? (r->total == SIZE_MAX ? 0 : r->total) : r->size;
   free(r);

@@ -70,12 +70,16 @@ static ncclResult_t pListen(int dev, void* handle, void** out, volatile uint32_t
 }
 
 /* The FIFO is the flow control: chunks beyond the posted receives wait in
- * TCP, not in the engine's early-chunk buffers. */
+ * TCP, not in the engine's early-chunk buffers. Receives stay posted on an
+ * idle connection: no engine timeout (the transport has its own, and TCP
+ * liveness, ANYCCL_NET_TIMEOUT, catches a dead network). */
 static void setup(struct p2pNetComm* c) {
   pthread_mutex_lock(&c->conn->lock);
   c->conn->quietBye = 1;
   c->conn->unexpMax = 0;
   c->conn->noDrain = 1;
+  c->conn->keepDone = 1;
+  c->conn->timeoutMs = -1;
   pthread_mutex_unlock(&c->conn->lock);
 }
 
@@ -155,28 +159,18 @@ static ncclResult_t pTest(void* request, int* done, size_t* sizes) {
   }
   struct anycclP2pReq* r = request;
   struct anycclP2pConn* conn = r->conn;
-  int kind = r->kind;
+  *done = 0;
+  if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) p2pKick(conn);
+  if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) return ncclSuccess;
+  if (r->err != ncclSuccess) {
+    /* failed: it stays listed (freed at close), since the caller may test it again as the socket table allows */
+    if (r->kind != REQ_RECV || !__atomic_load_n(&conn->peerBye, __ATOMIC_ACQUIRE)) return r->err;
+    *done = 1; /* the peer said goodbye: a receive of SIZE_MAX bytes, as the socket table reports it */
+    if (sizes) *sizes = SIZE_MAX;
+    return ncclSuccess;
+  }
   size_t got = 0;
-  ncclResult_t res;
-  if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE) && r->err != ncclSuccess) {
-    /* failed: the caller may test it again (the socket table allows it): keep it until close */
-    *done = 0;
-    res = r->err;
-    pthread_mutex_lock(&conn->lock);
-    if (r->kind != -1) {
-      r->kind = -1; /* parked */
-      r->outNext = conn->zombies;
-      conn->zombies = r;
-    }
-    pthread_mutex_unlock(&conn->lock);
-  } else {
-    res = anycclP2pTest(r, done, &got);
-  }
-  if (res != ncclSuccess && kind == REQ_RECV && __atomic_load_n(&conn->peerBye, __ATOMIC_ACQUIRE)) {
-    *done = 1;
-    got = SIZE_MAX;
-    res = ncclSuccess;
-  }
+  ncclResult_t res = anycclP2pTest(r, done, &got);
   if (*done && sizes) *sizes = got;
   return res;
 }
