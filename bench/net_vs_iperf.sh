@@ -15,6 +15,9 @@
 #                                so its bound is the per-direction rate of iperf3 --bidir
 #   (both perf tools again with ANYCCL_NET_ENGINE=p2p: the transport over the P2P engine)
 # and prints one table per run: value, reference, ratio. GB/s = 1e9 bytes/s.
+# Each iperf3 reference is measured before and after the rows it serves; the
+# table uses their mean and the header shows both (on a shared machine they
+# can differ a lot: read the ratios of a run whose two agree).
 # Needs iperf3 (apt-get install iperf3 when missing, as root) and, for the
 # two perf tools, the MPI build (mpirun; else those rows say "n/a").
 set -u
@@ -74,22 +77,32 @@ except Exception: print('n/a')" "$1" "$2"; }
 
 row() { printf "%-38s %10s %10s %7s  %s\n" "$1" "$2" "$3" "$(ratio "$2" "$3")" "$4"; }
 
+mean() { python3 -c "import sys
+v=[float(x) for x in sys.argv[1:] if x not in ('nan','n/a','')]
+print('%.3f' % (sum(v)/len(v)) if v else 'nan')" "$@"; }
+
 for run in $(seq 1 "$RUNS"); do
-  one=$(iperf one)
-  bidir=$(iperf bidir)
+  # references measured before and after what they are compared with (the machine may be shared): their mean
+  one_a=$(iperf one)
   tcp=$(p2p --tcp --size 4096 --iters 200)
   tcplat=$(awk '{print $3}' <<<"$tcp")
   eng=$(p2p --min 4096 --max 64M --iters 20)
   e4k=$(p2p --size 4096 --iters 200 | awk '{print $3}')
   e1m=$(awk '$1==1048576{print $2}' <<<"$eng")
   e64m=$(awk '$1==67108864{print $2}' <<<"$eng")
+  one_b=$(iperf one)
+  bidir_a=$(iperf bidir)
   sr1m=$(perf2 sendrecv_perf 1M 7)
   sr64m=$(perf2 sendrecv_perf 64M 7)
   ar64m=$(perf2 all_reduce_perf 64M 8)
   psr1m=$(ANYCCL_NET_ENGINE=p2p perf2 sendrecv_perf 1M 7)
   psr64m=$(ANYCCL_NET_ENGINE=p2p perf2 sendrecv_perf 64M 7)
   par64m=$(ANYCCL_NET_ENGINE=p2p perf2 all_reduce_perf 64M 8)
-  echo "# run $run/$RUNS ($(date -u +%H:%M:%S) UTC, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
+  bidir_b=$(iperf bidir)
+  one=$(mean "$one_a" "$one_b")
+  bidir=$(mean "$bidir_a" "$bidir_b")
+  echo "# run $run/$RUNS ($(date -u +%H:%M:%S) UTC, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg));" \
+    "iperf3 -P 4 one way $one_a / $one_b GB/s, --bidir per direction $bidir_a / $bidir_b GB/s (before / after)"
   printf "%-38s %10s %10s %7s  %s\n" "measure" "value" "reference" "ratio" "reference is"
   row "P2P engine 64 MB one way (GB/s)" "$e64m" "$one" "iperf3 -P 4 one way"
   row "P2P engine 1 MB one way (GB/s)" "$e1m" "$one" "iperf3 -P 4 one way"
