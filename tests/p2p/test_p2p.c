@@ -293,6 +293,33 @@ static void caseJunk(void) {
   EXPECT(anycclP2pAccept(e, &ce) == ncclSystemError);
   CK(anycclP2pClose(c));
   CK(anycclP2pEndpointDestroy(e));
+  /* a peer that knows the cookie, then speaks garbage: its connection fails, nothing else */
+  {
+    int fd = rawConnect(&p.h);
+    struct {
+      uint64_t magic, cookie, connId;
+      int32_t index, nchannels;
+      uint64_t chunk;
+      int32_t window, pad;
+    } hello = {0x616e79703270683aULL, 0, 42, 0, 1, 4096, 1, 0};
+    memcpy(&hello.cookie, p.h.bytes + 8, 8);
+    EXPECT(write(fd, &hello, sizeof(hello)) == (ssize_t)sizeof(hello));
+    anycclP2pConn_t g;
+    CK(anycclP2pAccept(p.a, &g));
+    char trash[64];
+    memset(trash, 0x33, sizeof(trash));
+    EXPECT(write(fd, trash, sizeof(trash)) == (ssize_t)sizeof(trash));
+    anycclP2pRequest_t gq;
+    char gb[8];
+    CK(anycclP2pIrecv(g, gb, sizeof(gb), 0, &gq));
+    EXPECT(anycclP2pWait(gq, NULL) == ncclRemoteError);
+    CK(anycclP2pClose(g));
+    close(fd);
+    /* the real connection still works */
+    CK(anycclP2pSend(p.cb, x, 5, 1));
+    CK(anycclP2pRecv(p.ca, y, 5, 1, NULL));
+    EXPECT(strcmp(y, "ping") == 0);
+  }
   /* bad arguments */
   anycclP2pRequest_t q;
   EXPECT(anycclP2pIsend(p.cb, NULL, 10, 0, &q) == ncclInvalidArgument);
