@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 #include "nccl.h"
 
 #define ANYCCL_NET_HANDLE_MAXSIZE 128
@@ -48,6 +49,10 @@ typedef struct {
   /* anyccl extension: an eventfd to write to when a request completes, so
    * that the proxy can sleep instead of polling test(). */
   void (*setNotify)(void* comm, int eventFd);
+  /* anyccl extension, may be NULL: the sockets a caller that moves the
+   * bytes itself (test() does the I/O, no helper threads) should poll
+   * before it sleeps; returns how many of max it filled. */
+  int (*pollFds)(void* comm, struct pollfd* fds, int max);
 } anycclNet_t;
 
 extern const anycclNet_t anycclNetSocket;

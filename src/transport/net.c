@@ -21,6 +21,7 @@
 #include "net.h"
 #include "param.h"
 #include "socket.h"
+#include "wire.h"
 
 struct netConn {
   struct anycclConn* conn; /* the executor's end */
@@ -47,6 +48,8 @@ struct anycclProxy {
   int stop;
   int exited; /* the proxy thread gave up on an error */
   int gpu;    /* the executor is a GPU: it cannot ring the bell, so the proxy polls */
+  struct pollfd* pfds; /* the bell + the tables' pollFds */
+  int maxPfds;
 };
 
 static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -151,11 +154,18 @@ static void* proxyMain(void* arg) {
       sched_yield();
       continue;
     }
-    struct pollfd pfd = {p->efd, POLLIN, 0};
-    if (poll(&pfd, 1, p->gpu ? GPU_IDLE_MS : NCCL_SOCKET_POLL_MS) > 0) {
-      uint64_t v;
-      ssize_t r = read(p->efd, &v, sizeof(v));
-      (void)r;
+    /* the bell, and the sockets of tables whose test() does the I/O */
+    int n = 0;
+    p->pfds[n++] = (struct pollfd){p->efd, POLLIN, 0};
+    for (int i = 0; i < p->nconns && p->net->pollFds; i++)
+      if (!p->conns[i].closed && p->conns[i].netComm)
+        n += p->net->pollFds(p->conns[i].netComm, p->pfds + n, p->maxPfds - n);
+    if (poll(p->pfds, (nfds_t)n, p->gpu ? GPU_IDLE_MS : NCCL_SOCKET_POLL_MS) > 0) {
+      if (p->pfds[0].revents & POLLIN) {
+        uint64_t v;
+        ssize_t r = read(p->efd, &v, sizeof(v));
+        (void)r;
+      }
       active = ncclSocketClockMs();
     }
   }
@@ -213,6 +223,8 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
   int ndev = 0;
   NCCLCHECK(p->net->devices(&ndev));
   ANYCCL_CALLOC(p->conns, count);
+  p->maxPfds = 1 + count * (NET_MAX_SOCKS + 1);
+  ANYCCL_CALLOC(p->pfds, p->maxPfds);
   for (int i = 0; i < count; i++) {
     struct netConn* nc = &p->conns[p->nconns++];
     nc->conn = ends[i].conn;
@@ -326,6 +338,7 @@ void anycclNetFree(struct ncclComm* comm) {
     free(nc->staging);
   }
   free(p->conns);
+  free(p->pfds);
   if (p->efd >= 0) close(p->efd);
   free(p);
   comm->proxy = NULL;

@@ -205,7 +205,7 @@ static ncclResult_t pGetProperties(int dev, anycclNetProperties* p) { return any
 
 const anycclNet_t anycclNetP2p = {"P2P",    pInit,   pDevices, pGetProperties, pListen,  pConnect,
                                   pAccept,  pRegMr,  pDeregMr, pIsend,         pIrecv,   pTest,
-                                  pClose,   pClose,  pCloseListen, pSetNotify};
+                                  pClose,   pClose,  pCloseListen, pSetNotify, NULL};
 
 const anycclNet_t* anycclNetDefault(void) {
   const char* e = anycclParamStr(PARAM_NET_ENGINE);

@@ -568,7 +568,20 @@ static void netSetNotify(void* comm, int fd) {
   pthread_mutex_unlock(&c->lock);
 }
 
+/* Without helper threads test() moves the bytes: the proxy polls these. */
+static int netPollFds(void* comm, struct pollfd* fds, int max) {
+  struct sockComm* c = comm;
+  int n = 0;
+  if (c->nthreads > 0) return 0;
+  pthread_mutex_lock(&c->lock);
+  for (int s = 0; s <= c->nsocks && n < max; s++)
+    if (c->qhead[s] && c->error == ncclSuccess && !(s == 0 && c->peerClosed))
+      fds[n++] = (struct pollfd){c->socks[s].fd, c->isSend ? POLLOUT : POLLIN, 0};
+  pthread_mutex_unlock(&c->lock);
+  return n;
+}
+
 const anycclNet_t anycclNetSocket = {
     "Socket",   netInit,   netDevices,    netGetProperties, netListen,    netConnect,    netAccept,
     netRegMr,   netDeregMr, netIsend,     netIrecv,         netTest,      netCloseComm,  netCloseComm,
-    netCloseListen, netSetNotify};
+    netCloseListen, netSetNotify, netPollFds};
