@@ -46,8 +46,9 @@ typedef struct {
   ncclResult_t (*closeSend)(void* sendComm);
   ncclResult_t (*closeRecv)(void* recvComm);
   ncclResult_t (*closeListen)(void* listenComm);
-  /* anyccl extension: an eventfd to write to when a request completes, so
-   * that the proxy can sleep instead of polling test(). */
+  /* anyccl extension, may be NULL (then the proxy polls test() while
+   * busy): an eventfd to write to when a request completes, so that the
+   * proxy can sleep instead of polling. */
   void (*setNotify)(void* comm, int eventFd);
   /* anyccl extension, may be NULL: the sockets a caller that moves the
    * bytes itself (test() does the I/O, no helper threads) should poll
@@ -57,7 +58,11 @@ typedef struct {
 
 extern const anycclNet_t anycclNetSocket;
 extern const anycclNet_t anycclNetP2p; /* over the P2P engine (net_p2p.c) */
-/* The table ANYCCL_NET_ENGINE names (socket by default). */
+/* NCCL_NET_PLUGIN's table (net_plugin.c), NULL when none is set or it
+ * failed to load (WARNed once). */
+const anycclNet_t* anycclNetPlugin(void);
+/* The plugin's table if one is loaded, else the one ANYCCL_NET_ENGINE names
+ * (socket by default). */
 const anycclNet_t* anycclNetDefault(void);
 
 /* A dropped connection surfaces as an error within ANYCCL_NET_TIMEOUT even

@@ -37,8 +37,10 @@ ncclResult_t portNetConnect(struct anycclProxyService* s, int peer) {
     WARN("port: rank %d cannot connect to rank %d over the network: %s", s->rank, peer, ncclGetErrorString(r));
     return r;
   }
-  s->net->setNotify(c->sendComm, s->efd);
-  s->net->setNotify(c->recvComm, s->efd);
+  if (s->net->setNotify) {
+    s->net->setNotify(c->sendComm, s->efd);
+    s->net->setNotify(c->recvComm, s->efd);
+  }
   return ncclSuccess;
 }
 

@@ -34,6 +34,7 @@ struct netConn {
   uint64_t doneShared;     /* copy of done for other threads (atomic) */
   int closed;              /* the peer closed this connection normally */
   char* staging;           /* send: ctrl + slots, owned here */
+  void* mhandle;           /* the slots registered with the net table (regMr) */
 };
 
 struct anycclProxy {
@@ -48,6 +49,7 @@ struct anycclProxy {
   int stop;
   int exited; /* the proxy thread gave up on an error */
   int gpu;    /* the executor is a GPU: it cannot ring the bell, so the proxy polls */
+  int polling; /* gpu, or a net table without notification: poll while busy */
   struct pollfd* pfds; /* the bell + the tables' pollFds */
   int maxPfds;
 };
@@ -61,7 +63,7 @@ static int progressSend(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
   while (nc->posted < tail) {
     int slot = nc->posted % c->nslots;
     void* req = NULL;
-    *err = p->net->isend(nc->netComm, c->buf + slot * c->slotBytes, c->ctrl->sizes[slot], 0, NULL, &req);
+    *err = p->net->isend(nc->netComm, c->buf + slot * c->slotBytes, c->ctrl->sizes[slot], 0, nc->mhandle, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
     nc->posted++;
@@ -90,7 +92,8 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     size_t size = c->slotBytes;
     int tag = 0;
     void* req = NULL;
-    *err = p->net->irecv(nc->netComm, 1, &data, &size, &tag, NULL, &req);
+    void* mh = nc->mhandle;
+    *err = p->net->irecv(nc->netComm, 1, &data, &size, &tag, &mh, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
     nc->posted++;
@@ -148,9 +151,9 @@ static void* proxyMain(void* arg) {
       __atomic_store_n(&p->exited, 1, __ATOMIC_RELEASE);
       break;
     }
-    if (p->gpu && progressed) active = ncclSocketClockMs();
+    if (p->polling && progressed) active = ncclSocketClockMs();
     if (progressed) continue;
-    if (p->gpu && ncclSocketClockMs() - active < GPU_ACTIVE_MS) {
+    if (p->polling && ncclSocketClockMs() - active < GPU_ACTIVE_MS) {
       sched_yield();
       continue;
     }
@@ -160,7 +163,7 @@ static void* proxyMain(void* arg) {
     for (int i = 0; i < p->nconns && p->net->pollFds; i++)
       if (!p->conns[i].closed && p->conns[i].netComm)
         n += p->net->pollFds(p->conns[i].netComm, p->pfds + n, p->maxPfds - n);
-    if (poll(p->pfds, (nfds_t)n, p->gpu ? GPU_IDLE_MS : NCCL_SOCKET_POLL_MS) > 0) {
+    if (poll(p->pfds, (nfds_t)n, p->polling ? GPU_IDLE_MS : NCCL_SOCKET_POLL_MS) > 0) {
       if (p->pfds[0].revents & POLLIN) {
         uint64_t v;
         ssize_t r = read(p->efd, &v, sizeof(v));
@@ -216,6 +219,8 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
   p->comm = comm;
   p->gpu = gpu;
   p->net = anycclNetDefault();
+  /* a table that cannot notify (a plugin) is polled while busy, as for a GPU */
+  p->polling = gpu || p->net->setNotify == NULL;
   p->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (p->efd < 0) return ncclSystemError;
   p->bell.eventFd1 = p->efd + 1;
@@ -259,13 +264,16 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
     char handle[ANYCCL_NET_HANDLE_MAXSIZE];
     NCCLCHECK(bootstrapRecv(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), handle, sizeof(handle)));
     NCCLCHECK(p->net->connect(0, handle, &nc->netComm, &comm->abortFlag));
-    p->net->setNotify(nc->netComm, p->efd);
+    if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd);
+    NCCLCHECK(p->net->regMr(nc->netComm, c->buf, (size_t)c->nslots * c->slotBytes, 0, &nc->mhandle));
   }
   for (int i = 0; i < p->nconns; i++) {
     struct netConn* nc = &p->conns[i];
     if (nc->send) continue;
     NCCLCHECK(p->net->accept(nc->listenComm, &nc->netComm));
-    p->net->setNotify(nc->netComm, p->efd);
+    if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd);
+    NCCLCHECK(p->net->regMr(nc->netComm, nc->conn->buf, (size_t)nc->conn->nslots * nc->conn->slotBytes, 0,
+                            &nc->mhandle));
     p->net->closeListen(nc->listenComm);
     nc->listenComm = NULL;
   }
@@ -334,6 +342,7 @@ void anycclNetFree(struct ncclComm* comm) {
   for (int i = 0; i < p->nconns; i++) {
     struct netConn* nc = &p->conns[i];
     if (nc->listenComm) p->net->closeListen(nc->listenComm);
+    if (nc->netComm && nc->mhandle) p->net->deregMr(nc->netComm, nc->mhandle);
     if (nc->netComm) (nc->send ? p->net->closeSend : p->net->closeRecv)(nc->netComm);
     free(nc->staging);
   }

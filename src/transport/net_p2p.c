@@ -208,6 +208,8 @@ const anycclNet_t anycclNetP2p = {"P2P",    pInit,   pDevices, pGetProperties, p
                                   pClose,   pClose,  pCloseListen, pSetNotify, NULL};
 
 const anycclNet_t* anycclNetDefault(void) {
+  const anycclNet_t* plugin = anycclNetPlugin();
+  if (plugin) return plugin;
   const char* e = anycclParamStr(PARAM_NET_ENGINE);
   return e && strcmp(e, "p2p") == 0 ? &anycclNetP2p : &anycclNetSocket;
 }
