@@ -103,7 +103,7 @@ static ncclResult_t chooseIfs(struct anycclP2pEndpoint* ep, const char* ifname) 
     WARN("P2P: no usable network interface (check ANYCCL_P2P_IFNAME / NCCL_SOCKET_IFNAME)");
     return ncclSystemError;
   }
-  snprintf(ep->ifNames[0], NCCL_SOCKET_IFNAME_MAXLEN, "%s", names);
+  snprintf(ep->ifNames[0], NCCL_SOCKET_IFNAME_MAXLEN, "%.*s", NCCL_SOCKET_IFNAME_MAXLEN - 1, names);
   ep->nifs = 1;
   return ncclSuccess;
 }
