@@ -236,13 +236,22 @@ void anycclCommPeerDefaults(struct anycclPeerInfo* me) {
   if (gpuKind()) {
     if (getenv("NCCL_MAX_NCHANNELS") == NULL) me->maxChannels = (int)anycclParamInt(PARAM_CUDA_NCHANNELS);
     if (getenv("NCCL_BUFFSIZE") == NULL) me->slotBytes = (size_t)anycclParamInt(PARAM_CUDA_BUFFSIZE);
+  } else if (getenv("NCCL_BUFFSIZE") == NULL) {
+    /* Network messages are FIFO slots: larger slots, fewer messages and
+     * wake-ups per byte. */
+    int64_t nb = anycclParamInt(PARAM_NET_BUFFSIZE);
+    me->netSlotBytes = nb > 0 ? (size_t)nb : 0;
   }
 }
 
 void anycclCommGeometry(struct ncclComm* comm) {
   int n = comm->nRanks;
   /* Geometry agreed by all: rank 0's FIFO shape, the smallest channel cap. */
-  wireFifoGeometry(comm->peerInfo[0].nslots, comm->peerInfo[0].slotBytes, &comm->nslots, &comm->slotBytes);
+  int spansHosts = 0;
+  for (int i = 0; i < n; i++) spansHosts |= comm->peerInfo[i].hostHash != comm->peerInfo[0].hostHash;
+  size_t buff = comm->peerInfo[0].slotBytes;
+  if (spansHosts && comm->peerInfo[0].netSlotBytes > 0) buff = comm->peerInfo[0].netSlotBytes;
+  wireFifoGeometry(comm->peerInfo[0].nslots, buff, &comm->nslots, &comm->slotBytes);
   int nch = ANYCCL_MAX_CHANNELS;
   for (int i = 0; i < n; i++)
     if (comm->peerInfo[i].maxChannels < nch) nch = comm->peerInfo[i].maxChannels;

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 #include "nccl.h"
 
 #define ANYCCL_NET_HANDLE_MAXSIZE 128
@@ -45,15 +46,33 @@ typedef struct {
   ncclResult_t (*closeSend)(void* sendComm);
   ncclResult_t (*closeRecv)(void* recvComm);
   ncclResult_t (*closeListen)(void* listenComm);
-  /* anyccl extension: an eventfd to write to when a request completes, so
-   * that the proxy can sleep instead of polling test(). */
+  /* anyccl extension, may be NULL (then the proxy polls test() while
+   * busy): an eventfd to write to when a request completes, so that the
+   * proxy can sleep instead of polling. */
   void (*setNotify)(void* comm, int eventFd);
   /* anyccl extension: test() that also gives a completed receive's tag (the
    * one its sender passed to isend; the proxy carries operation tags in it).
    * NULL: tags are not carried (receives get tag 0: sizes checked only). */
   ncclResult_t (*testTag)(void* request, int* done, size_t* size, int* tag);
+  /* anyccl extension, may be NULL: the sockets a caller that moves the
+   * bytes itself (test() does the I/O, no helper threads) should poll
+   * before it sleeps; returns how many of max it filled. */
+  int (*pollFds)(void* comm, struct pollfd* fds, int max);
 } anycclNet_t;
 
 extern const anycclNet_t anycclNetSocket;
+extern const anycclNet_t anycclNetP2p; /* over the P2P engine (net_p2p.c) */
+/* NCCL_NET_PLUGIN's table (net_plugin.c), NULL when none is set or it
+ * failed to load (WARNed once). */
+const anycclNet_t* anycclNetPlugin(void);
+/* The plugin's table if one is loaded, else the one ANYCCL_NET_ENGINE names
+ * (socket by default). */
+const anycclNet_t* anycclNetDefault(void);
+
+/* A dropped connection surfaces as an error within ANYCCL_NET_TIMEOUT even
+ * without a reset: TCP_USER_TIMEOUT for unacknowledged data, keepalive for
+ * silence (net_socket.c; the P2P engine's channels use it too). */
+struct ncclSocket;
+void netSetLiveness(struct ncclSocket* s);
 
 #endif

@@ -111,6 +111,7 @@ struct anycclPeerInfo {
   int maxChannels;       /* this rank's NCCL_MAX_NCHANNELS */
   int nslots;            /* FIFO geometry (rank 0's is used) */
   size_t slotBytes;
+  size_t netSlotBytes;   /* FIFO bytes when the communicator spans hosts (0: slotBytes) */
   int segFd;
   size_t segSize;
   struct anycclSegment* segLocal; /* valid only in the same process */

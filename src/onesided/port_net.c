@@ -19,8 +19,8 @@ enum { RQ_HDR = 0, RQ_DATA = 1 };
 ncclResult_t portNetConnect(struct anycclProxyService* s, int peer) {
   struct ncclComm* comm = s->comm;
   if (s->net == NULL) {
-    NCCLCHECK(anycclNetSocket.init());
-    s->net = &anycclNetSocket;
+    s->net = anycclNetDefault();
+    NCCLCHECK(s->net->init());
   }
   struct portConn* c = &s->conns[peer];
   char mine[ANYCCL_NET_HANDLE_MAXSIZE], theirs[ANYCCL_NET_HANDLE_MAXSIZE];
@@ -37,8 +37,10 @@ ncclResult_t portNetConnect(struct anycclProxyService* s, int peer) {
     WARN("port: rank %d cannot connect to rank %d over the network: %s", s->rank, peer, ncclGetErrorString(r));
     return r;
   }
-  s->net->setNotify(c->sendComm, s->efd);
-  s->net->setNotify(c->recvComm, s->efd);
+  if (s->net->setNotify) {
+    s->net->setNotify(c->sendComm, s->efd);
+    s->net->setNotify(c->recvComm, s->efd);
+  }
   return ncclSuccess;
 }
 

@@ -22,6 +22,7 @@
 #include "net.h"
 #include "param.h"
 #include "socket.h"
+#include "wire.h"
 
 struct netConn {
   struct anycclConn* conn; /* the executor's end */
@@ -35,6 +36,7 @@ struct netConn {
   int closed;              /* the peer closed this connection normally */
   int broken;              /* failed while the proxy looked for a mismatch report */
   char* staging;           /* send: ctrl + slots, owned here */
+  void* mhandle;           /* the slots registered with the net table (regMr) */
 };
 
 struct anycclProxy {
@@ -49,6 +51,9 @@ struct anycclProxy {
   int stop;
   int exited; /* the proxy thread gave up on an error */
   int gpu;    /* the executor is a GPU: it cannot ring the bell, so the proxy polls */
+  int polling; /* gpu, or a net table without notification: poll while busy */
+  struct pollfd* pfds; /* the bell + the tables' pollFds */
+  int maxPfds;
 };
 
 static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -61,7 +66,10 @@ static int progressSend(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     int slot = nc->posted % c->nslots;
     void* req = NULL;
     uint64_t word = c->ctrl->sizes[slot]; /* bytes | operation tag << 32 (transport.h) */
-    *err = p->net->isend(nc->netComm, c->buf + slot * c->slotBytes, (uint32_t)word, (int)(word >> 32), NULL, &req);
+    /* Only a net with testTag hands the tag back; the others (the P2P engine,
+     * NCCL plugins) match receives by tag, and receives are posted with 0. */
+    int tag = p->net->testTag ? (int)(word >> 32) : 0;
+    *err = p->net->isend(nc->netComm, c->buf + slot * c->slotBytes, (uint32_t)word, tag, nc->mhandle, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
     nc->posted++;
@@ -90,7 +98,8 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     size_t size = c->slotBytes;
     void* req = NULL;
     int tag = 0;
-    *err = p->net->irecv(nc->netComm, 1, &data, &size, &tag, NULL, &req);
+    void* mh = nc->mhandle;
+    *err = p->net->irecv(nc->netComm, 1, &data, &size, &tag, &mh, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
     nc->posted++;
@@ -173,17 +182,24 @@ static void* proxyMain(void* arg) {
       __atomic_store_n(&p->exited, 1, __ATOMIC_RELEASE);
       break;
     }
-    if (p->gpu && progressed) active = ncclSocketClockMs();
+    if (p->polling && progressed) active = ncclSocketClockMs();
     if (progressed) continue;
-    if (p->gpu && ncclSocketClockMs() - active < GPU_ACTIVE_MS) {
+    if (p->polling && ncclSocketClockMs() - active < GPU_ACTIVE_MS) {
       sched_yield();
       continue;
     }
-    struct pollfd pfd = {p->efd, POLLIN, 0};
-    if (poll(&pfd, 1, p->gpu ? GPU_IDLE_MS : NCCL_SOCKET_POLL_MS) > 0) {
-      uint64_t v;
-      ssize_t r = read(p->efd, &v, sizeof(v));
-      (void)r;
+    /* the bell, and the sockets of tables whose test() does the I/O */
+    int n = 0;
+    p->pfds[n++] = (struct pollfd){p->efd, POLLIN, 0};
+    for (int i = 0; i < p->nconns && p->net->pollFds; i++)
+      if (!p->conns[i].closed && p->conns[i].netComm)
+        n += p->net->pollFds(p->conns[i].netComm, p->pfds + n, p->maxPfds - n);
+    if (poll(p->pfds, (nfds_t)n, p->polling ? GPU_IDLE_MS : NCCL_SOCKET_POLL_MS) > 0) {
+      if (p->pfds[0].revents & POLLIN) {
+        uint64_t v;
+        ssize_t r = read(p->efd, &v, sizeof(v));
+        (void)r;
+      }
       active = ncclSocketClockMs();
     }
   }
@@ -233,7 +249,9 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
   comm->proxy = p;
   p->comm = comm;
   p->gpu = gpu;
-  p->net = &anycclNetSocket;
+  p->net = anycclNetDefault();
+  /* a table that cannot notify (a plugin) is polled while busy, as for a GPU */
+  p->polling = gpu || p->net->setNotify == NULL;
   p->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (p->efd < 0) return ncclSystemError;
   p->bell.eventFd1 = p->efd + 1;
@@ -241,6 +259,8 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
   int ndev = 0;
   NCCLCHECK(p->net->devices(&ndev));
   ANYCCL_CALLOC(p->conns, count);
+  p->maxPfds = 1 + count * (NET_MAX_SOCKS + 1);
+  ANYCCL_CALLOC(p->pfds, p->maxPfds);
   for (int i = 0; i < count; i++) {
     struct netConn* nc = &p->conns[p->nconns++];
     nc->conn = ends[i].conn;
@@ -275,13 +295,16 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
     char handle[ANYCCL_NET_HANDLE_MAXSIZE];
     NCCLCHECK(bootstrapRecv(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), handle, sizeof(handle)));
     NCCLCHECK(p->net->connect(0, handle, &nc->netComm, &comm->abortFlag));
-    p->net->setNotify(nc->netComm, p->efd);
+    if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd);
+    NCCLCHECK(p->net->regMr(nc->netComm, c->buf, (size_t)c->nslots * c->slotBytes, 0, &nc->mhandle));
   }
   for (int i = 0; i < p->nconns; i++) {
     struct netConn* nc = &p->conns[i];
     if (nc->send) continue;
     NCCLCHECK(p->net->accept(nc->listenComm, &nc->netComm));
-    p->net->setNotify(nc->netComm, p->efd);
+    if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd);
+    NCCLCHECK(p->net->regMr(nc->netComm, nc->conn->buf, (size_t)nc->conn->nslots * nc->conn->slotBytes, 0,
+                            &nc->mhandle));
     p->net->closeListen(nc->listenComm);
     nc->listenComm = NULL;
   }
@@ -350,10 +373,12 @@ void anycclNetFree(struct ncclComm* comm) {
   for (int i = 0; i < p->nconns; i++) {
     struct netConn* nc = &p->conns[i];
     if (nc->listenComm) p->net->closeListen(nc->listenComm);
+    if (nc->netComm && nc->mhandle) p->net->deregMr(nc->netComm, nc->mhandle);
     if (nc->netComm) (nc->send ? p->net->closeSend : p->net->closeRecv)(nc->netComm);
     free(nc->staging);
   }
   free(p->conns);
+  free(p->pfds);
   if (p->efd >= 0) close(p->efd);
   free(p);
   comm->proxy = NULL;

@@ -364,7 +364,7 @@ static int nsocksParam(void) {
 /* A dropped connection must surface as an error in bounded time even when no
  * RST arrives: unacknowledged data (TCP_USER_TIMEOUT) and idle silence
  * (keepalive) both count. */
-static void setLiveness(struct ncclSocket* s) {
+void netSetLiveness(struct ncclSocket* s) {
   int secs = (int)anycclParamInt(PARAM_NET_TIMEOUT);
   if (secs <= 0 || s->fd < 0) return;
   int one = 1, ms = secs * 1000, idle = secs / 2 > 0 ? secs / 2 : 1, intvl = 1, cnt = secs - idle > 0 ? secs - idle : 1;
@@ -419,7 +419,7 @@ static ncclResult_t netConnect(int dev, const void* opaque, void** out, volatile
     struct netHello hi = {NET_MAGIC, h.cookie, i, h.nsocks};
     if (res == ncclSuccess) res = ncclSocketSend(&c->socks[i], &hi, sizeof(hi), deadline);
   }
-  for (int i = 0; i <= h.nsocks && res == ncclSuccess; i++) setLiveness(&c->socks[i]);
+  for (int i = 0; i <= h.nsocks && res == ncclSuccess; i++) netSetLiveness(&c->socks[i]);
   if (res == ncclSuccess) res = startThreads(c);
   if (res != ncclSuccess) {
     commDestroy(c);
@@ -453,7 +453,7 @@ static ncclResult_t netAccept(void* opaque, void** out) {
       continue;
     }
     c->socks[hi.index] = s;
-    setLiveness(&c->socks[hi.index]);
+    netSetLiveness(&c->socks[hi.index]);
     have++;
   }
   if (res == ncclSuccess) res = startThreads(c);
@@ -571,7 +571,20 @@ static void netSetNotify(void* comm, int fd) {
   pthread_mutex_unlock(&c->lock);
 }
 
+/* Without helper threads test() moves the bytes: the proxy polls these. */
+static int netPollFds(void* comm, struct pollfd* fds, int max) {
+  struct sockComm* c = comm;
+  int n = 0;
+  if (c->nthreads > 0) return 0;
+  pthread_mutex_lock(&c->lock);
+  for (int s = 0; s <= c->nsocks && n < max; s++)
+    if (c->qhead[s] && c->error == ncclSuccess && !(s == 0 && c->peerClosed))
+      fds[n++] = (struct pollfd){c->socks[s].fd, c->isSend ? POLLOUT : POLLIN, 0};
+  pthread_mutex_unlock(&c->lock);
+  return n;
+}
+
 const anycclNet_t anycclNetSocket = {
     "Socket",   netInit,   netDevices,    netGetProperties, netListen,    netConnect,    netAccept,
     netRegMr,   netDeregMr, netIsend,     netIrecv,         netTest,      netCloseComm,  netCloseComm,
-    netCloseListen, netSetNotify, netTestTag};
+    netCloseListen, netSetNotify, netTestTag, netPollFds};

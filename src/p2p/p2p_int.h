@@ -1,0 +1,236 @@
+/* The P2P engine's inside (include/anyccl_p2p.h is the outside).
+ *
+ * A connection is N channels, each one TCP socket carrying both directions.
+ * Everything on a channel is a 64-byte header and, for data, its payload:
+ *
+ *   MSG       tag, per-tag sequence (id), offset in the message, total
+ *   WRITE     writer's request id, region key, offset in the region, total, notify
+ *   READREQ   reader's request id, region key, offset, total (no payload)
+ *   READRESP  reader's request id, offset in the read, total
+ *   ACK       writer's / reader's request id; flags 1 = refused (bad key or range)
+ *   BYE       the peer closes normally
+ *
+ * Outgoing data (sends, writes, read responses) waits in one queue per
+ * connection; the progress thread deals its chunks round-robin over the
+ * channels, at most `window` chunks queued per channel. Incoming MSG chunks
+ * go straight into the matching posted receive (tag, per-tag sequence);
+ * without one they wait in a bounded unexpected list (window chunks per
+ * channel), and past that the channel stops reading (TCP pushes back). */
+#ifndef ANYCCL_P2P_INT_H
+#define ANYCCL_P2P_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include "anyccl_p2p.h"
+#include "debug.h"
+#include "socket.h"
+
+#define P2P_MAGIC 0x61703270u /* "p2pa" */
+#define P2P_HANDLE_MAGIC 0x616e79703270683aULL
+#define P2P_MAX_IFS 4
+#define P2P_API __attribute__((visibility("default")))
+/* bad input: one WARN naming the function and what to do */
+#define ARGCHECK(cond, fn, fmt, ...)            \
+  do {                                          \
+    if (!(cond)) {                              \
+      WARN("%s: " fmt, fn, ##__VA_ARGS__);      \
+      return ncclInvalidArgument;               \
+    }                                           \
+  } while (0)
+
+enum { P2P_OP_MSG = 1, P2P_OP_WRITE, P2P_OP_READREQ, P2P_OP_READRESP, P2P_OP_ACK, P2P_OP_BYE };
+
+struct p2pHdr {
+  uint32_t magic;
+  uint16_t op;
+  uint16_t flags;
+  int32_t tag;
+  uint32_t pad;
+  uint64_t id;
+  uint64_t key;
+  uint64_t off;
+  uint64_t len; /* payload bytes after this header */
+  uint64_t total;
+  uint64_t notify;
+};
+_Static_assert(sizeof(struct p2pHdr) == 64, "header is 64 bytes");
+
+struct p2pWireHandle {
+  uint64_t magic;
+  uint64_t cookie;
+  int32_t naddrs;
+  int32_t pad;
+  union ncclSocketAddress addrs[P2P_MAX_IFS];
+};
+_Static_assert(sizeof(struct p2pWireHandle) <= ANYCCL_P2P_HANDLE_BYTES, "handle fits");
+
+struct p2pHello { /* first bytes on every channel socket */
+  uint64_t magic;
+  uint64_t cookie;
+  uint64_t connId;
+  int32_t index, nchannels;
+  uint64_t chunk;
+  int32_t window, pad;
+};
+
+enum { REQ_SEND = 1, REQ_RECV, REQ_WRITE, REQ_READ, REQ_RESP };
+
+struct anycclP2pReq {
+  struct anycclP2pConn* conn;
+  int kind, tag;
+  uint64_t id;     /* MSG: per-tag sequence; WRITE/READ: request id */
+  char* buf;
+  size_t size;     /* send/write/resp: bytes; recv: room; read: bytes */
+  size_t total;    /* recv: message bytes (SIZE_MAX until known) */
+  size_t moved;    /* bytes that arrived (recv, read) */
+  size_t dealt;    /* bytes dealt to channels (outgoing) */
+  int chunksLeft;  /* outgoing: chunks not yet fully written */
+  int dealtAll;
+  uint64_t key, remoteOff, notify;
+  int done;
+  ncclResult_t err;
+  struct anycclP2pReq *prev, *next;   /* conn->active */
+  struct anycclP2pReq* outNext;       /* conn->out queue */
+};
+
+struct p2pItem { /* one header (+ payload) to write on a channel */
+  struct p2pHdr hdr;
+  const char* data;
+  size_t off; /* bytes of hdr + data written */
+  struct anycclP2pReq* req; /* NULL: control */
+  int counted; /* counts against the window */
+  struct p2pItem* next;
+};
+
+struct p2pUnexp { /* a MSG chunk that arrived before its receive */
+  int32_t tag;
+  int chan;
+  uint64_t id, off, len, total;
+  char* data;
+  struct p2pUnexp* next;
+};
+
+struct p2pInWrite { /* a WRITE whose bytes are arriving */
+  uint64_t id, total, got, notify;
+  int bad;
+  struct p2pInWrite* next;
+};
+
+struct p2pChannel {
+  struct ncclSocket sock;
+  int ifIndex;
+  struct p2pItem *qhead, *qtail;
+  int inflight; /* counted items queued */
+  /* receive state */
+  struct p2pHdr rhdr;
+  size_t rhdrGot;
+  int rstate;        /* 0: header, 1: payload, 2: stalled (no room for an unexpected chunk) */
+  char* rdst;        /* NULL: discard */
+  size_t rlen, rgot;
+  struct anycclP2pReq* rreq;
+  struct p2pUnexp* runexp;
+  int unexpCount;
+  int bye;
+  int closed;   /* EOF after the peer's goodbye */
+  int readable; /* worth a recv: poll said so, or no EAGAIN since */
+};
+
+struct p2pTagSeq {
+  int32_t tag;
+  uint64_t sendSeq, recvSeq;
+  struct p2pTagSeq* next;
+};
+
+struct anycclP2pConn {
+  struct anycclP2pEndpoint* ep;
+  int nch;
+  size_t chunk;
+  int window;
+  int64_t timeoutMs;
+  struct p2pChannel* ch;
+  pthread_mutex_t lock;  /* requests, lists, notifications */
+  pthread_cond_t cv;
+  pthread_mutex_t plock; /* the channels' I/O state: one thread moves bytes at a time */
+  int plockInit;
+  int spinners;          /* callers spinning in wait (they move the bytes) */
+  int nclosed;
+  pthread_t thread;
+  int threadStarted, stop, wakeFd;
+  struct anycclP2pReq* active; /* every live request */
+  struct anycclP2pReq *outHead, *outTail;
+  struct p2pUnexp* unexp;
+  struct p2pInWrite* inWrites;
+  struct p2pTagSeq* tags;
+  uint64_t nextId;
+  int nextChan;
+  uint64_t* notes;
+  int nnotes, capNotes;
+  ncclResult_t error;
+  int peerBye;   /* every channel ended after the peer's goodbye */
+  int unexpMax;  /* early chunks kept per channel (window; 0: stall at once, the net transport's FIFO flow control) */
+  int keepDone;  /* the net table: done requests stay listed (finished) until tested, freed at close if never */
+  struct anycclP2pReq* finished;
+  int noDrain;   /* close at once (the net transport drained what it wanted already) */
+  int quietBye;  /* a goodbye with requests pending is normal (the net transport's receives): no WARN */
+  int notifyFd;  /* written on every completion (the net transport's proxy sleeps on it); -1: none */
+  int64_t lastProgress;
+  char discard[65536];
+  struct anycclP2pConn *epPrev, *epNext;
+};
+
+struct anycclP2pMr {
+  struct anycclP2pEndpoint* ep;
+  uint64_t key;
+  char* ptr;
+  size_t size;
+  struct anycclP2pMr* next;
+};
+
+struct p2pPending { /* channels of a connection still arriving at accept */
+  uint64_t connId;
+  struct p2pHello hello;
+  struct ncclSocket* socks;
+  int have;
+  struct p2pPending* next;
+};
+
+struct anycclP2pEndpoint {
+  int device;
+  int channels, window;
+  size_t chunk;
+  int64_t timeoutMs;
+  char topoNic[16];
+  int nifs;
+  char ifNames[P2P_MAX_IFS][NCCL_SOCKET_IFNAME_MAXLEN];
+  union ncclSocketAddress ifAddrs[P2P_MAX_IFS];
+  int listening;
+  struct ncclSocket lsock[P2P_MAX_IFS];
+  uint64_t cookie;
+  struct p2pPending* pending;
+  pthread_mutex_t lock;
+  struct anycclP2pConn* conns;
+  struct anycclP2pMr* mrs;
+  uint64_t nextKey;
+};
+
+/* p2p_progress.c */
+ncclResult_t p2pConnStart(struct anycclP2pConn* c);
+void p2pConnStop(struct anycclP2pConn* c); /* joins the thread */
+void p2pConnDrop(struct anycclP2pConn* c); /* frees queued items, the wake fd */
+void p2pWake(struct anycclP2pConn* c);
+void p2pKick(struct anycclP2pConn* c); /* progress now in the caller's thread, or wake */
+/* Wait for r moving the bytes in this thread (blocking in poll on the
+ * channels, as a plain socket read would): 1 when r is done or the
+ * connection stops; 0 at once when another thread holds the channels. */
+int p2pDrive(struct anycclP2pConn* c, struct anycclP2pReq* r);
+/* lock held */
+struct p2pTagSeq* p2pTagSeq(struct anycclP2pConn* c, int tag);
+void p2pReqLink(struct anycclP2pConn* c, struct anycclP2pReq* r);
+void p2pReqUnlink(struct anycclP2pConn* c, struct anycclP2pReq* r);
+void p2pOutPush(struct anycclP2pConn* c, struct anycclP2pReq* r);
+void p2pRecvTakeUnexpected(struct anycclP2pConn* c, struct anycclP2pReq* r);
+void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_t err);
+/* p2p.c: region lookup (ep lock taken inside) */
+char* p2pMrLookup(struct anycclP2pEndpoint* ep, uint64_t key, uint64_t off, uint64_t len);
+
+#endif

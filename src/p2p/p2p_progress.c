@@ -1,0 +1,621 @@
+/* The P2P engine's progress thread: one per connection, it deals outgoing
+ * chunks over the channels, writes and reads the channel sockets, matches
+ * incoming chunks with requests and fails everything when a channel drops
+ * or nothing moves for the connection's timeout. See p2p_int.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include "checks.h"
+#include "debug.h"
+#include "p2p_int.h"
+
+void p2pWake(struct anycclP2pConn* c) {
+  uint64_t one = 1;
+  ssize_t r = write(c->wakeFd, &one, sizeof(one));
+  (void)r;
+}
+
+/* ---- bookkeeping (lock held) ------------------------------------------------ */
+struct p2pTagSeq* p2pTagSeq(struct anycclP2pConn* c, int tag) {
+  for (struct p2pTagSeq* t = c->tags; t; t = t->next)
+    if (t->tag == tag) return t;
+  struct p2pTagSeq* t = calloc(1, sizeof(*t));
+  if (t == NULL) return NULL;
+  t->tag = tag;
+  t->next = c->tags;
+  c->tags = t;
+  return t;
+}
+
+void p2pReqLink(struct anycclP2pConn* c, struct anycclP2pReq* r) {
+  r->prev = NULL;
+  r->next = c->active;
+  if (c->active) c->active->prev = r;
+  c->active = r;
+}
+
+void p2pReqUnlink(struct anycclP2pConn* c, struct anycclP2pReq* r) {
+  if (r->prev) r->prev->next = r->next;
+  else if (c->active == r) c->active = r->next;
+  if (r->next) r->next->prev = r->prev;
+  r->prev = r->next = NULL;
+}
+
+void p2pOutPush(struct anycclP2pConn* c, struct anycclP2pReq* r) {
+  r->outNext = NULL;
+  if (c->outTail) c->outTail->outNext = r;
+  else c->outHead = r;
+  c->outTail = r;
+}
+
+void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_t err) {
+  if (r->done) return;
+  p2pReqUnlink(c, r);
+  r->err = err;
+  if (r->kind == REQ_RESP) {
+    free(r);
+    return;
+  }
+  if (c->keepDone) {
+    r->outNext = c->finished;
+    c->finished = r;
+  }
+  /* once done is seen the owner may free r: nothing touches r after this */
+  __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&c->cv);
+  if (c->notifyFd >= 0) {
+    uint64_t one = 1;
+    ssize_t w = write(c->notifyFd, &one, sizeof(one));
+    (void)w;
+  }
+}
+
+/* 1 when r completed (then r may be gone). */
+static int recvChunkArrived(struct anycclP2pConn* c, struct anycclP2pReq* r, uint64_t len) {
+  r->moved += len;
+  if (r->total == SIZE_MAX || r->moved < r->total) return 0;
+  p2pReqComplete(c, r, r->err);
+  return 1;
+}
+
+/* A message of `total` bytes arrives for receive r: too long fails it (the
+ * bytes are still consumed). Returns 1 if the chunk's bytes may land. */
+static int recvAccepts(struct anycclP2pReq* r, uint64_t total, uint64_t off, uint64_t len) {
+  if (r->total == SIZE_MAX) {
+    r->total = total;
+    if (total > r->size) {
+      WARN("P2P: a message of %llu bytes (tag %d) arrived for a receive of %zu bytes; the receive fails with "
+           "ncclInvalidUsage (post a larger buffer)", (unsigned long long)total, r->tag, r->size);
+      r->err = ncclInvalidUsage;
+    }
+  }
+  return r->err == ncclSuccess && off <= r->total && len <= r->total - off;
+}
+
+void p2pRecvTakeUnexpected(struct anycclP2pConn* c, struct anycclP2pReq* r) {
+  struct p2pUnexp** pp = &c->unexp;
+  while (*pp) {
+    struct p2pUnexp* u = *pp;
+    if (u->tag != r->tag || u->id != r->id) {
+      pp = &u->next;
+      continue;
+    }
+    *pp = u->next;
+    if (recvAccepts(r, u->total, u->off, u->len) && u->len) memcpy(r->buf + u->off, u->data, u->len);
+    c->ch[u->chan].unexpCount--;
+    uint64_t len = u->len;
+    free(u->data);
+    free(u);
+    if (recvChunkArrived(c, r, len)) break;
+  }
+}
+
+static struct anycclP2pReq* findReq(struct anycclP2pConn* c, int kind, int tag, uint64_t id) {
+  for (struct anycclP2pReq* r = c->active; r; r = r->next)
+    if (r->id == id && (kind == 0 ? (r->kind == REQ_WRITE || r->kind == REQ_READ) : r->kind == kind) &&
+        (kind != REQ_RECV || r->tag == tag))
+      return r;
+  return NULL;
+}
+
+static void failAll(struct anycclP2pConn* c, ncclResult_t err) {
+  while (c->active) p2pReqComplete(c, c->active, err);
+  c->outHead = c->outTail = NULL;
+  pthread_cond_broadcast(&c->cv);
+}
+
+static void connError(struct anycclP2pConn* c, ncclResult_t err, const char* fmt, int chan, const char* why) {
+  pthread_mutex_lock(&c->lock);
+  if (c->error == ncclSuccess) {
+    c->error = err;
+    if (c->active && !(c->quietBye && c->peerBye))
+      WARN("P2P: connection failed: %s (channel %d: %s); its pending requests fail with %s", fmt, chan, why,
+           ncclGetErrorString(err));
+    else
+      INFO(NCCL_NET, "P2P: connection ended: %s (channel %d: %s)", fmt, chan, why);
+  }
+  failAll(c, err);
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- sending ------------------------------------------------------------------- */
+static void chanPush(struct p2pChannel* ch, struct p2pItem* it) {
+  it->next = NULL;
+  it->off = 0;
+  if (ch->qtail) ch->qtail->next = it;
+  else ch->qhead = it;
+  ch->qtail = it;
+  if (it->counted) ch->inflight++;
+}
+
+static void pushControl(struct anycclP2pConn* c, int chan, int op, int flags, uint64_t id, uint64_t total) {
+  struct p2pItem* it = calloc(1, sizeof(*it));
+  if (it == NULL) return; /* the peer's request then times out */
+  it->hdr = (struct p2pHdr){P2P_MAGIC, (uint16_t)op, (uint16_t)flags, 0, 0, id, 0, 0, 0, total, 0};
+  chanPush(&c->ch[chan], it);
+}
+
+/* Deal chunks of the queued outgoing requests to the channels, strictly
+ * round-robin; stop at a channel whose window is full (lock held). */
+static void schedule(struct anycclP2pConn* c) {
+  while (c->outHead) {
+    struct anycclP2pReq* r = c->outHead;
+    if (r->kind == REQ_READ) {
+      struct p2pItem* it = calloc(1, sizeof(*it));
+      if (it == NULL) return;
+      it->hdr = (struct p2pHdr){P2P_MAGIC, P2P_OP_READREQ, 0, 0, 0, r->id, r->key, r->remoteOff, 0, r->size, 0};
+      chanPush(&c->ch[c->nextChan], it);
+      c->nextChan = (c->nextChan + 1) % c->nch;
+      r->dealtAll = 1;
+    }
+    while (!r->dealtAll) {
+      struct p2pChannel* ch = &c->ch[c->nextChan];
+      if (ch->inflight >= c->window) return;
+      struct p2pItem* it = calloc(1, sizeof(*it));
+      if (it == NULL) return;
+      size_t len = r->size - r->dealt < c->chunk ? r->size - r->dealt : c->chunk;
+      int op = r->kind == REQ_SEND ? P2P_OP_MSG : r->kind == REQ_WRITE ? P2P_OP_WRITE : P2P_OP_READRESP;
+      uint64_t off = r->kind == REQ_WRITE ? r->remoteOff + r->dealt : r->dealt;
+      it->hdr = (struct p2pHdr){P2P_MAGIC, (uint16_t)op, 0, r->tag, 0, r->id, r->key, off, len, r->size, r->notify};
+      it->data = r->buf + r->dealt;
+      it->req = r;
+      it->counted = 1;
+      chanPush(ch, it);
+      r->dealt += len;
+      r->chunksLeft++;
+      if (r->dealt == r->size) r->dealtAll = 1;
+      c->nextChan = (c->nextChan + 1) % c->nch;
+    }
+    c->outHead = r->outNext;
+    if (c->outHead == NULL) c->outTail = NULL;
+  }
+}
+
+static void itemDone(struct anycclP2pConn* c, struct p2pChannel* ch, struct p2pItem* it) {
+  if (it->counted) ch->inflight--;
+  struct anycclP2pReq* r = it->req;
+  if (r) {
+    pthread_mutex_lock(&c->lock);
+    if (!r->done && --r->chunksLeft == 0 && r->dealtAll && r->kind != REQ_WRITE) p2pReqComplete(c, r, ncclSuccess);
+    pthread_mutex_unlock(&c->lock);
+  }
+  free(it);
+}
+
+/* Write what the socket takes. 1: progressed; -1: failed. */
+static int sendChannel(struct anycclP2pConn* c, int k) {
+  struct p2pChannel* ch = &c->ch[k];
+  int progressed = 0;
+  while (ch->qhead) {
+    struct p2pItem* it = ch->qhead;
+    size_t hdrLeft = it->off < sizeof(it->hdr) ? sizeof(it->hdr) - it->off : 0;
+    size_t dataOff = it->off - (sizeof(it->hdr) - hdrLeft);
+    struct iovec iov[2];
+    int n = 0;
+    if (hdrLeft) iov[n++] = (struct iovec){(char*)&it->hdr + it->off, hdrLeft};
+    if (it->hdr.len > dataOff && it->data) iov[n++] = (struct iovec){(char*)it->data + dataOff, it->hdr.len - dataOff};
+    struct msghdr m = {0};
+    m.msg_iov = iov;
+    m.msg_iovlen = n;
+    ssize_t w = sendmsg(ch->sock.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return progressed;
+      connError(c, ncclRemoteError, "the peer is gone or the network dropped a channel", k, strerror(errno));
+      return -1;
+    }
+    it->off += (size_t)w;
+    progressed = 1;
+    if (it->off < sizeof(it->hdr) + it->hdr.len) return progressed;
+    ch->qhead = it->next;
+    if (ch->qhead == NULL) ch->qtail = NULL;
+    itemDone(c, ch, it);
+  }
+  return progressed;
+}
+
+/* ---- receiving ----------------------------------------------------------------- */
+/* Route the payload of the header just read (lock held). 0: go on; 1:
+ * stalled (no room for an unexpected chunk); -1: protocol error. */
+static int dispatch(struct anycclP2pConn* c, int k) {
+  struct p2pChannel* ch = &c->ch[k];
+  struct p2pHdr* h = &ch->rhdr;
+  ch->rdst = NULL;
+  ch->rreq = NULL;
+  ch->runexp = NULL;
+  ch->rlen = h->len;
+  ch->rgot = 0;
+  switch (h->op) {
+    case P2P_OP_MSG: {
+      struct anycclP2pReq* r = findReq(c, REQ_RECV, h->tag, h->id);
+      if (r) {
+        if (recvAccepts(r, h->total, h->off, h->len)) ch->rdst = r->buf + h->off;
+        ch->rreq = r;
+        return 0;
+      }
+      if (ch->unexpCount >= c->unexpMax) return 1;
+      struct p2pUnexp* u = calloc(1, sizeof(*u));
+      if (u == NULL || (h->len && (u->data = malloc(h->len)) == NULL)) {
+        free(u);
+        return 1;
+      }
+      *u = (struct p2pUnexp){h->tag, k, h->id, h->off, h->len, h->total, u->data, NULL};
+      ch->unexpCount++;
+      ch->runexp = u;
+      ch->rdst = u->data;
+      return 0;
+    }
+    case P2P_OP_WRITE: {
+      struct p2pInWrite* w = c->inWrites;
+      while (w && w->id != h->id) w = w->next;
+      if (w == NULL) {
+        if ((w = calloc(1, sizeof(*w))) == NULL) return -1;
+        *w = (struct p2pInWrite){h->id, h->total, 0, h->notify, 0, c->inWrites};
+        c->inWrites = w;
+      }
+      ch->rdst = p2pMrLookup(c->ep, h->key, h->off, h->len);
+      if (ch->rdst == NULL && h->len) w->bad = 1;
+      if (h->len == 0 && p2pMrLookup(c->ep, h->key, h->off, 0) == NULL) w->bad = 1;
+      return 0;
+    }
+    case P2P_OP_READREQ: {
+      char* src = p2pMrLookup(c->ep, h->key, h->off, h->total);
+      if (src == NULL) {
+        pushControl(c, k, P2P_OP_ACK, 1, h->id, h->total);
+        return 0;
+      }
+      struct anycclP2pReq* r = calloc(1, sizeof(*r));
+      if (r == NULL) return -1;
+      r->conn = c;
+      r->kind = REQ_RESP;
+      r->id = h->id;
+      r->buf = src;
+      r->size = h->total;
+      p2pReqLink(c, r);
+      p2pOutPush(c, r);
+      return 0;
+    }
+    case P2P_OP_READRESP: {
+      struct anycclP2pReq* r = findReq(c, REQ_READ, 0, h->id);
+      if (r == NULL || h->off > r->size || h->len > r->size - h->off) return -1;
+      ch->rdst = r->buf + h->off;
+      ch->rreq = r;
+      return 0;
+    }
+    case P2P_OP_ACK: {
+      struct anycclP2pReq* r = findReq(c, 0, 0, h->id);
+      if (r == NULL) return -1;
+      if (h->flags) {
+        WARN("P2P: the peer refused a %s of %zu bytes at offset %llu of region %llu (unknown region or out of its "
+             "range); the request fails with ncclInvalidUsage",
+             r->kind == REQ_WRITE ? "write" : "read", r->size, (unsigned long long)r->remoteOff,
+             (unsigned long long)r->key);
+        p2pReqComplete(c, r, ncclInvalidUsage);
+      } else if (r->kind == REQ_WRITE) {
+        p2pReqComplete(c, r, ncclSuccess);
+      }
+      return 0;
+    }
+    case P2P_OP_BYE: ch->bye = 1; return 0;
+    default: return -1;
+  }
+}
+
+/* The payload of the current chunk is in (lock held). */
+static void chunkArrived(struct anycclP2pConn* c, int k) {
+  struct p2pChannel* ch = &c->ch[k];
+  struct p2pHdr* h = &ch->rhdr;
+  if (h->op == P2P_OP_MSG && ch->runexp) {
+    struct p2pUnexp* u = ch->runexp;
+    u->next = c->unexp;
+    c->unexp = u;
+    struct anycclP2pReq* r = findReq(c, REQ_RECV, h->tag, h->id); /* posted while the bytes came */
+    if (r) p2pRecvTakeUnexpected(c, r);
+  } else if ((h->op == P2P_OP_MSG || h->op == P2P_OP_READRESP) && ch->rreq) {
+    recvChunkArrived(c, ch->rreq, h->len);
+  } else if (h->op == P2P_OP_WRITE) {
+    struct p2pInWrite** pp = &c->inWrites;
+    while (*pp && (*pp)->id != h->id) pp = &(*pp)->next;
+    struct p2pInWrite* w = *pp;
+    if (w && (w->got += h->len) >= w->total) {
+      *pp = w->next;
+      if (!w->bad && w->notify) {
+        if (c->nnotes == c->capNotes) {
+          int cap = c->capNotes ? 2 * c->capNotes : 16;
+          uint64_t* n = realloc(c->notes, (size_t)cap * sizeof(*n));
+          if (n) c->notes = n, c->capNotes = cap;
+        }
+        if (c->nnotes < c->capNotes) c->notes[c->nnotes++] = w->notify;
+        pthread_cond_broadcast(&c->cv);
+      }
+      pushControl(c, k, P2P_OP_ACK, w->bad, w->id, w->total);
+      free(w);
+    }
+  }
+  ch->rstate = 0;
+  ch->rhdrGot = 0;
+}
+
+static int headerValid(const struct p2pHdr* h, size_t chunk) {
+  return h->magic == P2P_MAGIC && h->op >= P2P_OP_MSG && h->op <= P2P_OP_BYE && h->len <= chunk &&
+         h->len <= h->total + (h->op == P2P_OP_READREQ ? 0 : 0);
+}
+
+static int recvChannel(struct anycclP2pConn* c, int k) {
+  struct p2pChannel* ch = &c->ch[k];
+  int progressed = 0;
+  for (;;) {
+    if (ch->rstate == 2) {
+      pthread_mutex_lock(&c->lock);
+      int st = dispatch(c, k);
+      if (st == 0) {
+        ch->rstate = 1;
+        if (ch->rlen == 0) chunkArrived(c, k);
+      }
+      pthread_mutex_unlock(&c->lock);
+      if (st != 0) return progressed;
+      progressed = 1;
+      continue;
+    }
+    void* dst;
+    size_t want;
+    if (ch->rstate == 0) {
+      dst = (char*)&ch->rhdr + ch->rhdrGot;
+      want = sizeof(ch->rhdr) - ch->rhdrGot;
+    } else {
+      want = ch->rlen - ch->rgot;
+      dst = ch->rdst ? ch->rdst + ch->rgot : c->discard;
+      if (!ch->rdst && want > sizeof(c->discard)) want = sizeof(c->discard);
+    }
+    ssize_t n = recv(ch->sock.fd, dst, want, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ch->readable = 0; /* until poll says otherwise */
+    if (n == 0) {
+      if (ch->bye) return -2; /* closed after its goodbye */
+      connError(c, ncclRemoteError, "the peer closed a channel without saying goodbye (it died?)", k, "EOF");
+      return -1;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return progressed;
+      connError(c, ncclRemoteError, "the peer is gone or the network dropped a channel", k, strerror(errno));
+      return -1;
+    }
+    progressed = 1;
+    if (ch->rstate == 0) {
+      ch->rhdrGot += (size_t)n;
+      if (ch->rhdrGot < sizeof(ch->rhdr)) continue;
+      if (!headerValid(&ch->rhdr, c->chunk)) {
+        connError(c, ncclRemoteError, "a channel carried bytes that are not the P2P protocol", k, "bad header");
+        return -1;
+      }
+      pthread_mutex_lock(&c->lock);
+      int st = dispatch(c, k);
+      if (st == 0) {
+        ch->rstate = 1;
+        if (ch->rlen == 0) chunkArrived(c, k);
+      } else if (st == 1) {
+        ch->rstate = 2;
+      }
+      pthread_mutex_unlock(&c->lock);
+      if (st < 0) {
+        connError(c, ncclRemoteError, "the peer sent a chunk for no known request", k, "protocol error");
+        return -1;
+      }
+      if (st == 1) return progressed;
+    } else {
+      ch->rgot += (size_t)n;
+      if (ch->rgot < ch->rlen) continue;
+      pthread_mutex_lock(&c->lock);
+      chunkArrived(c, k);
+      pthread_mutex_unlock(&c->lock);
+    }
+  }
+}
+
+/* ---- progress ------------------------------------------------------------------- */
+/* One pass over the channels (plock held): deal chunks, write, read.
+ * Returns 1 if anything moved. */
+static int progressOnce(struct anycclP2pConn* c) {
+  if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != ncclSuccess) return 0;
+  int progressed = 0;
+  pthread_mutex_lock(&c->lock);
+  schedule(c);
+  pthread_mutex_unlock(&c->lock);
+  for (int k = 0; k < c->nch; k++) {
+    int s = sendChannel(c, k);
+    if (s < 0) return 1;
+    progressed |= s > 0;
+    if (c->ch[k].closed || !c->ch[k].readable) continue;
+    int r = recvChannel(c, k);
+    if (r == -2) {
+      c->ch[k].closed = 1;
+      c->nclosed++;
+    } else if (r < 0) {
+      return 1;
+    }
+    progressed |= r > 0;
+  }
+  if (progressed) __atomic_store_n(&c->lastProgress, ncclSocketClockMs(), __ATOMIC_RELEASE);
+  return progressed;
+}
+
+/* The caller's thread moves bytes itself when nobody else is (no hand-off
+ * to the progress thread on the latency path); otherwise, or when work is
+ * left, it wakes the progress thread. */
+void p2pKick(struct anycclP2pConn* c) {
+  if (pthread_mutex_trylock(&c->plock) != 0) {
+    p2pWake(c);
+    return;
+  }
+  progressOnce(c);
+  int left = c->outHead != NULL;
+  for (int k = 0; k < c->nch && !left; k++) left = c->ch[k].qhead != NULL || c->ch[k].rstate == 2;
+  pthread_mutex_unlock(&c->plock);
+  if (left) p2pWake(c);
+}
+
+/* The poll set (plock held): the wake fd, then every channel with
+ * something to read or write. */
+static int pollSet(struct anycclP2pConn* c, struct pollfd* pfd, int sockets) {
+  int n = 0;
+  pfd[n++] = (struct pollfd){c->wakeFd, POLLIN, 0};
+  if (!sockets || __atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != ncclSuccess) return n;
+  for (int k = 0; k < c->nch; k++) {
+    struct p2pChannel* ch = &c->ch[k];
+    short ev = (!ch->closed && ch->rstate != 2 ? POLLIN : 0) | (ch->qhead ? POLLOUT : 0);
+    if (ev) pfd[n++] = (struct pollfd){ch->sock.fd, ev, 0};
+  }
+  return n;
+}
+
+/* Sleep until a socket is ready, a wake, or the timeout. 1 if any fd is ready. */
+static int pollWait(struct anycclP2pConn* c, struct pollfd* pfd, int n, int timeoutMs) {
+  if (poll(pfd, (nfds_t)n, timeoutMs) <= 0) return 0;
+  if (pfd[0].revents & POLLIN) {
+    uint64_t v;
+    ssize_t r = read(c->wakeFd, &v, sizeof(v));
+    (void)r;
+  }
+  return 1;
+}
+
+/* The channels poll found readable are worth a recv again (plock held). */
+static void markReadable(struct anycclP2pConn* c, const struct pollfd* pfd, int n) {
+  for (int i = 1; i < n; i++)
+    if (pfd[i].revents & (POLLIN | POLLERR | POLLHUP))
+      for (int k = 0; k < c->nch; k++)
+        if (c->ch[k].sock.fd == pfd[i].fd) c->ch[k].readable = 1;
+}
+
+/* Fail the connection when every channel said goodbye or nothing moved for
+ * the timeout while requests wait (plock held). */
+static void checkHealth(struct anycclP2pConn* c) {
+  if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != ncclSuccess) return;
+  int64_t now = ncclSocketClockMs();
+  pthread_mutex_lock(&c->lock);
+  int busy = c->active != NULL;
+  if (!busy) __atomic_store_n(&c->lastProgress, now, __ATOMIC_RELEASE);
+  int64_t idle = now - __atomic_load_n(&c->lastProgress, __ATOMIC_ACQUIRE);
+  int64_t limit = c->timeoutMs;
+  pthread_mutex_unlock(&c->lock);
+  if (c->nclosed == c->nch) {
+    __atomic_store_n(&c->peerBye, 1, __ATOMIC_RELEASE);
+    connError(c, ncclRemoteError, "the peer closed the connection", -1, "goodbye");
+  } else if (busy && limit > 0 && idle > limit) {
+    char why[64];
+    snprintf(why, sizeof(why), "no progress for %lld ms", (long long)limit);
+    connError(c, ncclSystemError, "nothing moved within the timeout (ANYCCL_OP_TIMEOUT)", -1, why);
+  }
+}
+
+int p2pDrive(struct anycclP2pConn* c, struct anycclP2pReq* r) {
+  if (pthread_mutex_trylock(&c->plock) != 0) return 0;
+  struct pollfd pfd[ANYCCL_P2P_MAX_CHANNELS + 1];
+  __atomic_fetch_add(&c->spinners, 1, __ATOMIC_ACQ_REL);
+  while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE) && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+    int progressed = progressOnce(c);
+    checkHealth(c);
+    if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
+    if (progressed) continue;
+    int n = pollSet(c, pfd, 1);
+    if (pollWait(c, pfd, n, NCCL_SOCKET_POLL_MS)) markReadable(c, pfd, n);
+  }
+  __atomic_fetch_sub(&c->spinners, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&c->plock);
+  /* the progress thread takes the sockets back within a millisecond */
+  return 1;
+}
+
+static void* progressMain(void* arg) {
+  struct anycclP2pConn* c = arg;
+  struct pollfd pfd[ANYCCL_P2P_MAX_CHANNELS + 1];
+  int n = 0, ready = 0;
+  while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+    /* a caller waiting in p2pDrive moves the bytes: keep out of its way
+     * (the wake fd alone, a millisecond at a time) */
+    if (__atomic_load_n(&c->spinners, __ATOMIC_ACQUIRE) > 0) {
+      pfd[0] = (struct pollfd){c->wakeFd, POLLIN, 0};
+      pollWait(c, pfd, 1, 1);
+      ready = 0;
+      continue;
+    }
+    pthread_mutex_lock(&c->plock);
+    if (ready) markReadable(c, pfd, n);
+    int progressed = progressOnce(c);
+    checkHealth(c);
+    n = pollSet(c, pfd, 1);
+    pthread_mutex_unlock(&c->plock);
+    /* the poll runs without the channels' lock: a caller may take them */
+    ready = progressed ? 0 : pollWait(c, pfd, n, NCCL_SOCKET_POLL_MS);
+  }
+  return NULL;
+}
+
+ncclResult_t p2pConnStart(struct anycclP2pConn* c) {
+  c->wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->wakeFd < 0) {
+    WARN("P2P: eventfd failed: %s", strerror(errno));
+    return ncclSystemError;
+  }
+  c->lastProgress = ncclSocketClockMs();
+  pthread_mutex_init(&c->plock, NULL);
+  c->plockInit = 1;
+  if (pthread_create(&c->thread, NULL, progressMain, c) != 0) {
+    WARN("P2P: cannot start a progress thread");
+    return ncclSystemError;
+  }
+  c->threadStarted = 1;
+  return ncclSuccess;
+}
+
+void p2pConnStop(struct anycclP2pConn* c) {
+  if (!c->threadStarted) return;
+  __atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+  p2pWake(c);
+  pthread_join(c->thread, NULL);
+  c->threadStarted = 0;
+}
+
+void p2pConnDrop(struct anycclP2pConn* c) {
+  for (int k = 0; k < c->nch; k++) {
+    struct p2pChannel* ch = &c->ch[k];
+    while (ch->qhead) {
+      struct p2pItem* it = ch->qhead;
+      ch->qhead = it->next;
+      free(it);
+    }
+    ch->qtail = NULL;
+    if (ch->rstate == 1 && ch->runexp) {
+      free(ch->runexp->data);
+      free(ch->runexp);
+      ch->runexp = NULL;
+    }
+  }
+  if (c->wakeFd >= 0) close(c->wakeFd);
+  c->wakeFd = -1;
+}
