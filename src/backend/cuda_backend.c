@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include "bootstrap.h"
 #include "checks.h"
 #include "comm.h"
@@ -127,7 +128,7 @@ static void setNetConn(struct ncclComm* comm, struct acuConn* d, char* devBlock,
   c->nslots = comm->nslots;
   c->slotBytes = comm->slotBytes;
   c->peer = peer;
-  c->net = 1;
+  c->net = send ? 2 : 1; /* 2: a send end (poisonNetSends) */
   c->fifoIndex = fifoIndex;
   c->via = "NET/Socket/0";
   ends[i] = (struct anycclNetEnd){c, send, channel};
@@ -432,6 +433,33 @@ static void mailboxPoll(struct ncclComm* comm) {
   __atomic_store_n(&comm->cuMbxBusy, 0, __ATOMIC_RELEASE);
 }
 
+/* This rank stopped on a mismatch: a 0-byte slot tagged ANYCCL_TAG_POISON on
+ * every network send end with a free slot (its kernels have stopped or stop
+ * at their next wait), so that remote peers whose kernels had finished learn
+ * it from their proxies. The report must leave before the user aborts (an
+ * abort drops unsent slots): wait up to 1 s for the proxy to send it. */
+static void poisonNetSends(struct ncclComm* comm) {
+  int posted = 0;
+  for (int i = 0; i < comm->cuNetCount; i++) {
+    struct anycclConn* c = &comm->cuNetConns[i];
+    uint64_t tail = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
+    if (c->net != 2 || tail - __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) >= (uint64_t)c->nslots) continue;
+    c->ctrl->sizes[tail % c->nslots] = anycclSizeWord(0, ANYCCL_TAG_POISON);
+    __atomic_store_n(&c->ctrl->tail, tail + 1, __ATOMIC_RELEASE);
+    posted = 1;
+  }
+  if (posted) anycclNetKick(comm);
+  for (double end = anycclNowSec() + 1; posted && anycclNowSec() < end;) {
+    posted = 0;
+    for (int i = 0; i < comm->cuNetCount; i++) {
+      struct anycclConn* c = &comm->cuNetConns[i];
+      if (c->net == 2 && __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) < __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE))
+        posted = 1;
+    }
+    if (posted) usleep(500);
+  }
+}
+
 /* An error a kernel reported, as an ncclResult_t (ncclSuccess if none). */
 ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
   if (!comm->cuda || comm->cuShared == NULL) return ncclSuccess;
@@ -446,6 +474,7 @@ ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
     int warn = !mismatch || __atomic_compare_exchange_n(&comm->mismatchWarned, &no, 1, 0, __ATOMIC_ACQ_REL,
                                                          __ATOMIC_ACQUIRE);
     int peer = comm->cuShared->errPeer;
+    if (mismatch) poisonNetSends(comm);
     if (!warn)
       ;
     else if (err == ACU_ERR_SIZE)
