@@ -407,7 +407,7 @@ void anycclCudaAbort(struct ncclComm* comm) {
  * a time, read once it completed. */
 static void mailboxPoll(struct ncclComm* comm) {
   uint32_t no = 0;
-  if (comm->cuMbxStream == NULL || comm->devSeg == NULL ||
+  if (comm->cuMbxStream == NULL || comm->devSeg == NULL || comm->launches == 0 ||
       !__atomic_compare_exchange_n(&comm->cuMbxBusy, &no, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return;
   if (comm->cuMbxPending && acuEventQuery(comm->cuMbxEvent) == 0) {
@@ -420,6 +420,8 @@ static void mailboxPoll(struct ncclComm* comm) {
   }
   double t = anycclNowSec();
   if (!comm->cuMbxPending && t - comm->cuMbxLast >= 1e-3) {
+    /* relaxed: never disturbs a graph capture of another thread (PyTorch's watchdog polls from its own) */
+    int mode = acuCaptureModeExchange(2 /* cudaStreamCaptureModeRelaxed */);
     int saved = -1;
     acuGetDevice(&saved);
     if (saved != comm->cudaDev) acuSetDevice(comm->cudaDev);
@@ -428,6 +430,7 @@ static void mailboxPoll(struct ncclComm* comm) {
         acuEventRecord(comm->cuMbxEvent, comm->cuMbxStream) == 0)
       comm->cuMbxPending = 1;
     if (saved >= 0 && saved != comm->cudaDev) acuSetDevice(saved);
+    acuCaptureModeExchange(mode);
     comm->cuMbxLast = t;
   }
   __atomic_store_n(&comm->cuMbxBusy, 0, __ATOMIC_RELEASE);

@@ -215,6 +215,8 @@ ACU_FN int acuMemcpyAsync(void* dst, const void* src, size_t n, void* stream);
 ACU_FN int acuStreamCreateNonBlocking(void** stream);
 ACU_FN int acuStreamDestroy(void* stream);
 ACU_FN int acuEventQuery(void* ev);                                 /* 0: complete */
+/* cudaThreadExchangeStreamCaptureMode: sets `mode` (2: relaxed) for this thread, returns the old one */
+ACU_FN int acuCaptureModeExchange(int mode);
 
 /* ---- executor (src/cuda/exec.cu) ---------------------------------------- */
 /* Launch one phase blob on `stream` with `grid` blocks; returns a CUDA error. */
