@@ -422,14 +422,17 @@ struct LLRun {
 /* Slow path of an LL wait on line v (expecting flags flag, flag2) of
  * connection rc: ACU_ERR_POISONED if the sender poisoned the tail,
  * ACU_ERR_MISMATCH if it posted a simple slot for this step (tail), wrote
- * this step with another operation's tag, or a later step (counters out of
- * step: an earlier operation differed); else 0. */
+ * this step with another operation's tag, or a step a little ahead (counters
+ * out of step: an earlier operation differed; a line left 2^31 steps ago
+ * must not count); else 0. The step in 64 bits: the connection's counter at
+ * the kernel's start (rc->step) plus what the 32-bit flag adds to it. */
 static __device__ uint32_t llOdd(uint4 v, uint32_t flag, uint32_t flag2, const acuConn* rc, uint64_t* tailOut) {
   const uint64_t tail = ldRelaxed(rc->tail);
   *tailOut = tail;
   if (tail & ACU_POISON) return ACU_ERR_POISONED;
-  if ((int32_t)((uint32_t)tail - flag) >= 0) return ACU_ERR_MISMATCH;
-  if (v.y == flag ? v.w != flag2 : (int32_t)(v.y - flag) > 0) return ACU_ERR_MISMATCH;
+  const uint64_t step = rc->step + (uint32_t)(flag - 1 - (uint32_t)rc->step);
+  if (tail >= step + 1) return ACU_ERR_MISMATCH;
+  if (v.y == flag ? v.w != flag2 : v.y - flag - 1 < (1u << 24)) return ACU_ERR_MISMATCH;
   return 0;
 }
 
