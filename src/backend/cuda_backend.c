@@ -477,7 +477,7 @@ ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
     int warn = !mismatch || __atomic_compare_exchange_n(&comm->mismatchWarned, &no, 1, 0, __ATOMIC_ACQ_REL,
                                                          __ATOMIC_ACQUIRE);
     int peer = comm->cuShared->errPeer;
-    if (mismatch) poisonNetSends(comm);
+    if (mismatch && warn) poisonNetSends(comm); /* not when a remote report came first: they know */
     if (!warn)
       ;
     else if (err == ACU_ERR_SIZE)
