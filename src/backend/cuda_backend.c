@@ -356,6 +356,9 @@ void anycclCudaFree(struct ncclComm* comm) {
   acuGetDevice(&saved);
   acuSetDevice(comm->cudaDev);
   acuDeviceSynchronize(); /* kernels still using the segments (bounded: they watch abort) */
+  /* a kernel error nobody asked for yet (destroy without ncclCommGetAsyncError): its WARN,
+   * and the communicator in error, so that the drain below does not wait for stopped peers */
+  if (comm->cuShared && comm->cuShared->err != ACU_ERR_NONE) anycclCommSetError(comm, anycclCudaAsyncError(comm));
   anycclNetFree(comm);    /* sends the kernels posted leave first; then the proxy stops */
   if (comm->cuNetStaging) acuFreeHost(comm->cuNetStaging);
   free(comm->cuNetConns);
