@@ -49,7 +49,7 @@ static int sigEqual(const struct sig* a, const struct sig* b) {
          a->root == b->root;
 }
 
-static uint64_t mix64(uint64_t x) {
+uint64_t anycclMix64(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
   x ^= x >> 33;
@@ -59,9 +59,19 @@ static uint64_t mix64(uint64_t x) {
 
 uint32_t anycclP2pTag(size_t bytes) {
   if (bytes < (1u << 29)) return ANYCCL_TAG_P2P | (uint32_t)bytes;
-  uint32_t h = (uint32_t)mix64(bytes) & 0x1fffffffu;
+  uint32_t h = (uint32_t)anycclMix64(bytes) & 0x1fffffffu;
   if ((ANYCCL_TAG_P2P | 1u << 29 | h) == 0xffffbda7u) h ^= 1; /* never the socket's goodbye tag */
   return ANYCCL_TAG_P2P | 1u << 29 | h;
+}
+
+static uint64_t sigHash(const struct sig* s) {
+  return anycclMix64(s->count ^ anycclMix64((uint64_t)s->func << 48 ^ (uint64_t)(s->type & 0xffff) << 32 ^
+                                            (uint64_t)(s->red & 0xffff) << 16 ^ (uint64_t)(s->root & 0xffff)));
+}
+
+uint64_t anycclSigHash(const struct ncclComm* comm, const struct anycclPhase* ph) {
+  struct sig s = sigOf(comm, ph);
+  return sigHash(&s);
 }
 
 void anycclOpPublish(struct ncclComm* comm, struct anycclPhase* ph) {
@@ -69,8 +79,7 @@ void anycclOpPublish(struct ncclComm* comm, struct anycclPhase* ph) {
   if (ph->func == FUNC_SEND) return; /* send/recv: a tag per transfer */
   comm->collNum++;
   struct sig s = sigOf(comm, ph);
-  uint64_t h = mix64(s.count ^ mix64((uint64_t)s.func << 48 ^ (uint64_t)(s.type & 0xffff) << 32 ^
-                                     (uint64_t)(s.red & 0xffff) << 16 ^ (uint64_t)(s.root & 0xffff)));
+  uint64_t h = sigHash(&s);
   ph->tag = ANYCCL_TAG_COLL | (uint32_t)(s.num & 0xff) << 22 | (uint32_t)(h & 0x3fffff);
   if (comm->peerBase == NULL) return;
   struct anycclXchg* x = anycclXchgOf(comm, comm->rank);
@@ -198,7 +207,10 @@ void anycclMismatchRemote(struct ncclComm* comm, int peer, const char* text, siz
   size_t n = len < sizeof(buf) ? len : sizeof(buf) - 1;
   memcpy(buf, text, n);
   buf[n] = '\0';
+  if (n == 0) /* a GPU kernel's poison slot carries no text */
+    snprintf(buf, sizeof(buf), "its kernel received data of another operation or a poisoned connection");
   adopt(comm, peer, buf);
+  if (comm->cuda) anycclCudaPoisoned(comm, peer); /* this rank's kernels stop and poison their connections */
   if (comm->bell) anycclBellRing(comm->bell);
 }
 

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include "bootstrap.h"
 #include "checks.h"
 #include "comm.h"
@@ -55,7 +56,9 @@
 static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 static int nFifos(const struct ncclComm* comm) { return comm->nChannels + comm->p2pChannels * comm->nRanks; }
-static size_t headsBytes(const struct ncclComm* comm) { return alignUp((size_t)nFifos(comm) * 64, 4096); }
+/* The heads (64 bytes each), then the mismatch mailbox word (cuda_exec.h). */
+static size_t mailboxOff(const struct ncclComm* comm) { return (size_t)nFifos(comm) * 64; }
+static size_t headsBytes(const struct ncclComm* comm) { return alignUp(mailboxOff(comm) + 64, 4096); }
 /* LL lines have slots of their own (a line of simple data must never pass
  * for an LL line): up to 64 KB, half of it payload. */
 static size_t llSlotBytes(const struct ncclComm* comm) { return comm->slotBytes < (64 << 10) ? comm->slotBytes : 64 << 10; }
@@ -92,6 +95,8 @@ static void setConn(struct acuConn* d, char* fifo, char* head, const struct nccl
   d->nslots = (uint32_t)comm->nslots;
   d->slotBytes = (uint32_t)comm->slotBytes;
   d->peer = peer;
+  d->net = 0;
+  d->mailbox = comm->devPeerBase && comm->devPeerBase[peer] ? (uint64_t*)(comm->devPeerBase[peer] + mailboxOff(comm)) : NULL;
 }
 
 /* ---- network connection ends (pinned host FIFOs, fed by the proxy) ---- */
@@ -124,13 +129,15 @@ static void setNetConn(struct ncclComm* comm, struct acuConn* d, char* devBlock,
   c->nslots = comm->nslots;
   c->slotBytes = comm->slotBytes;
   c->peer = peer;
-  c->net = 1;
+  c->net = send ? 2 : 1; /* 2: a send end (poisonNetSends) */
   c->fifoIndex = fifoIndex;
   c->via = "NET/Socket/0";
   ends[i] = (struct anycclNetEnd){c, send, channel};
   /* The FIFO's own head: the kernel and the proxy both use this one block. */
   setConn(d, dev, dev + offsetof(struct anycclFifoCtrl, head), comm, peer);
   d->llbuf = d->buf; /* no LL across hosts (and no LL area): never used */
+  d->net = 1;        /* the proxy reads its counters: poisoned with a tagged slot, not by value */
+  d->mailbox = NULL;
 }
 
 /* Map the segments of same-host peers (peer access or CUDA IPC); remote[q]
@@ -320,6 +327,8 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
        comm->devSegSize >> 20, comm->cuNetCount, ((size_t)comm->cuNetCount * netFifoBytes(comm)) >> 20);
   ANYCCL_CALLOC(comm->blob, ACU_BLOB_LARGE); /* phase encoding, reused by every launch */
   ACUCHECK(acuEventCreateWithFlags(&comm->cuOrderEvent, 0x2 /* cudaEventDisableTiming */));
+  ACUCHECK(acuStreamCreateNonBlocking(&comm->cuMbxStream));
+  ACUCHECK(acuEventCreateWithFlags(&comm->cuMbxEvent, 0x2 /* cudaEventDisableTiming */));
   return ncclSuccess;
 }
 
@@ -348,6 +357,9 @@ void anycclCudaFree(struct ncclComm* comm) {
   acuGetDevice(&saved);
   acuSetDevice(comm->cudaDev);
   acuDeviceSynchronize(); /* kernels still using the segments (bounded: they watch abort) */
+  /* a kernel error nobody asked for yet (destroy without ncclCommGetAsyncError): its WARN,
+   * and the communicator in error, so that the drain below does not wait for stopped peers */
+  if (comm->cuShared && comm->cuShared->err != ACU_ERR_NONE) anycclCommSetError(comm, anycclCudaAsyncError(comm));
   anycclNetFree(comm);    /* sends the kernels posted leave first; then the proxy stops */
   if (comm->cuNetStaging) acuFreeHost(comm->cuNetStaging);
   free(comm->cuNetConns);
@@ -373,6 +385,9 @@ void anycclCudaFree(struct ncclComm* comm) {
   }
   if (comm->cuOrderEvent) acuEventDestroy(comm->cuOrderEvent);
   comm->cuOrderEvent = NULL;
+  if (comm->cuMbxEvent) acuEventDestroy(comm->cuMbxEvent);
+  if (comm->cuMbxStream) acuStreamDestroy(comm->cuMbxStream);
+  comm->cuMbxEvent = comm->cuMbxStream = NULL;
   comm->devConns = NULL;
   comm->devScratch = comm->devSeg = NULL;
   comm->cuShared = NULL;
@@ -390,18 +405,97 @@ void anycclCudaAbort(struct ncclComm* comm) {
   if (comm->cuda && comm->cuShared) comm->cuShared->abort = 1;
 }
 
+/* A peer's kernel poisoned this rank's mailbox (its own kernels may have
+ * finished before the mismatch was found): an async copy of the word into
+ * cuShared->mailbox on a private stream, at most one a millisecond and one at
+ * a time, read once it completed. */
+static void mailboxPoll(struct ncclComm* comm) {
+  uint32_t no = 0;
+  if (comm->cuMbxStream == NULL || comm->devSeg == NULL || comm->launches == 0 ||
+      !__atomic_compare_exchange_n(&comm->cuMbxBusy, &no, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return;
+  if (comm->cuMbxPending && acuEventQuery(comm->cuMbxEvent) == 0) {
+    comm->cuMbxPending = 0;
+    uint64_t v = comm->cuShared->mailbox;
+    if ((v & ACU_POISON) && comm->cuShared->err == ACU_ERR_NONE) {
+      comm->cuShared->errPeer = (int32_t)(uint32_t)v;
+      __atomic_store_n(&comm->cuShared->err, ACU_ERR_POISONED, __ATOMIC_RELEASE);
+    }
+  }
+  double t = anycclNowSec();
+  if (!comm->cuMbxPending && t - comm->cuMbxLast >= 1e-3) {
+    /* relaxed: never disturbs a graph capture of another thread (PyTorch's watchdog polls from its own) */
+    int mode = acuCaptureModeExchange(2 /* cudaStreamCaptureModeRelaxed */);
+    int saved = -1;
+    acuGetDevice(&saved);
+    if (saved != comm->cudaDev) acuSetDevice(comm->cudaDev);
+    if (acuMemcpyAsync((void*)&comm->cuShared->mailbox, comm->devSeg + mailboxOff(comm), sizeof(uint64_t),
+                       comm->cuMbxStream) == 0 &&
+        acuEventRecord(comm->cuMbxEvent, comm->cuMbxStream) == 0)
+      comm->cuMbxPending = 1;
+    if (saved >= 0 && saved != comm->cudaDev) acuSetDevice(saved);
+    acuCaptureModeExchange(mode);
+    comm->cuMbxLast = t;
+  }
+  __atomic_store_n(&comm->cuMbxBusy, 0, __ATOMIC_RELEASE);
+}
+
+/* This rank stopped on a mismatch: a 0-byte slot tagged ANYCCL_TAG_POISON on
+ * every network send end with a free slot (its kernels have stopped or stop
+ * at their next wait), so that remote peers whose kernels had finished learn
+ * it from their proxies. The report must leave before the user aborts (an
+ * abort drops unsent slots): wait up to 1 s for the proxy to send it. */
+static void poisonNetSends(struct ncclComm* comm) {
+  int posted = 0;
+  for (int i = 0; i < comm->cuNetCount; i++) {
+    struct anycclConn* c = &comm->cuNetConns[i];
+    uint64_t tail = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
+    if (c->net != 2 || tail - __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) >= (uint64_t)c->nslots) continue;
+    c->ctrl->sizes[tail % c->nslots] = anycclSizeWord(0, ANYCCL_TAG_POISON);
+    __atomic_store_n(&c->ctrl->tail, tail + 1, __ATOMIC_RELEASE);
+    posted = 1;
+  }
+  if (posted) anycclNetKick(comm);
+  for (double end = anycclNowSec() + 1; posted && anycclNowSec() < end;) {
+    posted = 0;
+    for (int i = 0; i < comm->cuNetCount; i++) {
+      struct anycclConn* c = &comm->cuNetConns[i];
+      if (c->net == 2 && __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) < __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE))
+        posted = 1;
+    }
+    if (posted) usleep(500);
+  }
+}
+
 /* An error a kernel reported, as an ncclResult_t (ncclSuccess if none). */
 ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
   if (!comm->cuda || comm->cuShared == NULL) return ncclSuccess;
+  if (comm->cuShared->err == ACU_ERR_NONE) mailboxPoll(comm);
   uint32_t err = comm->cuShared->err;
   if (err == ACU_ERR_NONE) return ncclSuccess;
+  const int mismatch = err == ACU_ERR_SIZE || err == ACU_ERR_MISMATCH || err == ACU_ERR_POISONED;
   if (!comm->cuErrReported) {
     comm->cuErrReported = 1;
-    if (err == ACU_ERR_SIZE)
-      WARN("rank %d expected %llu bytes from rank %d but got %llu: ranks called the operation with different "
-           "counts, types or roots",
-           comm->rank, (unsigned long long)comm->cuShared->expected, comm->cuShared->errPeer,
-           (unsigned long long)comm->cuShared->got);
+    /* one mismatch WARN per rank: a remote peer's report (proxy) may have printed it */
+    uint32_t no = 0;
+    int warn = !mismatch || __atomic_compare_exchange_n(&comm->mismatchWarned, &no, 1, 0, __ATOMIC_ACQ_REL,
+                                                         __ATOMIC_ACQUIRE);
+    int peer = comm->cuShared->errPeer;
+    if (mismatch && warn) poisonNetSends(comm); /* not when a remote report came first: they know */
+    if (!warn)
+      ;
+    else if (err == ACU_ERR_SIZE)
+      WARN("rank %d expected %llu bytes from rank %d but got %llu: ranks %d and %d called the operation differently "
+           "(count, datatype, reduction op or root, or send/recv sizes); the communicator is in error (ncclCommAbort it)",
+           comm->rank, (unsigned long long)comm->cuShared->expected, peer, (unsigned long long)comm->cuShared->got,
+           comm->rank, peer);
+    else if (err == ACU_ERR_MISMATCH)
+      WARN("rank %d received data of another operation from rank %d: ranks %d and %d called the operation "
+           "differently (count, datatype, reduction op or root, send/recv sizes, or an earlier call); the "
+           "communicator is in error (ncclCommAbort it)", comm->rank, peer, comm->rank, peer);
+    else if (err == ACU_ERR_POISONED)
+      WARN("rank %d: rank %d reported that ranks called the operation differently (see its WARN); the "
+           "communicator is in error (ncclCommAbort it)", comm->rank, peer);
     else if (err == ANYCCL_DEV_ERR_TIMEOUT)
       WARN("rank %d: a device API wait (barrier, signal, counter or LL line) gave up after %lld s (ANYCCL_DEV_TIMEOUT, "
            "by default ANYCCL_OP_TIMEOUT): a peer did not reach the same barrier or send what was awaited", comm->rank,
@@ -418,7 +512,13 @@ ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
       WARN("rank %d made no progress for %lld s waiting for a peer's data (ANYCCL_OP_TIMEOUT): a peer is gone or "
            "did not call the same operation", comm->rank, (long long)comm->opTimeoutSec);
   }
-  return err == ACU_ERR_SIZE || err == ANYCCL_DEV_ERR_UNREACHABLE ? ncclInvalidUsage : ncclSystemError;
+  return mismatch || err == ANYCCL_DEV_ERR_UNREACHABLE ? ncclInvalidUsage : ncclSystemError;
+}
+
+void anycclCudaPoisoned(struct ncclComm* comm, int peer) {
+  if (!comm->cuda || comm->cuShared == NULL || comm->cuShared->err != ACU_ERR_NONE) return;
+  comm->cuShared->errPeer = peer;
+  __atomic_store_n(&comm->cuShared->err, ACU_ERR_POISONED, __ATOMIC_RELEASE);
 }
 
 /* ---- plan launch --------------------------------------------------------------- */
@@ -643,7 +743,9 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
         uint64_t off = 0, len = l->ops[j].bytes;
         opPiece(l->ops[j].bytes, k, e->gl[i].cuts, &off, &len); /* a copy's source and destination alike */
         if (len == 0 && l->kind != LANE_COPY) continue;
-        e->ops[e->nops++] = (struct acuOp){(uint64_t)(uintptr_t)l->ops[j].ptr + off, len};
+        /* send/recv: the whole transfer's size, hashed, rides in bits 40-63 (cuda_exec.h) */
+        uint64_t tag = l->kind == LANE_COPY ? 0 : anycclMix64(l->ops[j].bytes) >> 40;
+        e->ops[e->nops++] = (struct acuOp){(uint64_t)(uintptr_t)l->ops[j].ptr + off, len | tag << 40};
       }
       d->nops = (uint16_t)(e->nops - d->opOff);
       if (l->kind != LANE_COPY) {
@@ -690,6 +792,7 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
   h->shared = comm->cuSharedDev;
   h->timeline = comm->cuTimelineDev;
   h->seq = (uint32_t)comm->launches;
+  h->sig = ACU_TAG_COLL | (ph->func == FUNC_SEND ? 0 : (uint32_t)anycclSigHash(comm, ph) & 0x3fffffffu);
   h->timeoutNs = comm->opTimeoutSec > 0 ? (uint64_t)comm->opTimeoutSec * 1000000000ull : 0;
   h->elemSize = (uint32_t)ph->elemSize;
   h->type = (uint8_t)ph->op.type;

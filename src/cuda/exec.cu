@@ -369,7 +369,9 @@ __shared__ int sLLStop;
  * aborted or the wait has lasted ANYCCL_OP_TIMEOUT (reported in shared,
  * naming `peer`, -1 if unknown). *start is 0 before the first call. */
 static __device__ bool keepWaiting(const acuPhase* h, uint64_t* start, int peer) {
-  if (h->shared->abort) return false;
+  /* abort, or an error any lane of this communicator reported (a mismatch
+   * found by another block): one host-mapped load for both words */
+  if (*(volatile const uint64_t*)&h->shared->abort) return false;
   if (h->timeoutNs == 0) return true;
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -383,6 +385,18 @@ static __device__ bool keepWaiting(const acuPhase* h, uint64_t* start, int peer)
   return true;
 }
 
+/* Report a mismatch kind (ACU_ERR_SIZE/MISMATCH/POISONED) unless an error
+ * is reported already. */
+static __device__ void acuFail(const acuPhase* h, uint32_t err, int peer, uint64_t expected, uint64_t got) {
+  if (h->shared->err != ACU_ERR_NONE) return;
+  h->shared->expected = expected;
+  h->shared->got = got;
+  h->shared->errPeer = peer;
+  h->shared->err = err;
+  __threadfence_system();
+}
+static __device__ __forceinline__ uint64_t ldRelaxed(const uint64_t* p);
+
 #define LL_MAX_RUN 32
 #define ANYCCL_LANE_CONNS_MAX 64 /* ANYCCL_MAX_LANE_CONNS (plan.h) */
 struct LLStep {
@@ -390,6 +404,7 @@ struct LLStep {
   const char* in1;  /* or NULL */
   char* out0;       /* or NULL */
   char* out1;       /* an LL send slot, or NULL */
+  const acuConn* rc; /* the receive connection of in0 (inFlag), or NULL */
   uint32_t inFlag;  /* nonzero: in0 is an LL receive slot with this flag */
   uint32_t outFlag;
   uint32_t bytes;
@@ -398,31 +413,61 @@ struct LLStep {
 struct LLRun {
   int nsteps;
   uint32_t maxBytes;
+  uint32_t sig;     /* the operation's tag: a line's second flag is flag ^ sig */
   uint64_t scalar, divisor;
   const acuPhase* h;
   LLStep s[LL_MAX_RUN];
 };
 
-/* Poll one line until both flags match; stops on abort or timeout (which it
- * reports), after which every reader of the block gives up at once. */
-static __device__ uint2 llRead(const uint4* p, uint32_t flag, const acuPhase* h) {
+/* Slow path of an LL wait on line v (expecting flags flag, flag2) of
+ * connection rc: ACU_ERR_POISONED if the sender poisoned the tail,
+ * ACU_ERR_MISMATCH if it posted a simple slot for this step (tail), wrote
+ * this step with another operation's tag, or a step a little ahead (counters
+ * out of step: an earlier operation differed; a line left 2^31 steps ago
+ * must not count); else 0. The step in 64 bits: the connection's counter at
+ * the kernel's start (rc->step) plus what the 32-bit flag adds to it. */
+static __device__ uint32_t llOdd(uint4 v, uint32_t flag, uint32_t flag2, const acuConn* rc, uint64_t* tailOut) {
+  const uint64_t tail = ldRelaxed(rc->tail);
+  *tailOut = tail;
+  if (tail & ACU_POISON) return ACU_ERR_POISONED;
+  const uint64_t step = rc->step + (uint32_t)(flag - 1 - (uint32_t)rc->step);
+  if (tail >= step + 1) return ACU_ERR_MISMATCH;
+  if (v.y == flag ? v.w != flag2 : v.y - flag - 1 < (1u << 24)) return ACU_ERR_MISMATCH;
+  return 0;
+}
+
+/* Poll one line until both flags match; stops on abort, timeout, error of
+ * another lane, poison or mismatch (reported), after which every reader of
+ * the block gives up at once. A line whose flags disagree counts as another
+ * operation's only when two slow-path looks see it (a torn read passes). */
+static __device__ uint2 llRead(const uint4* p, uint32_t flag, uint32_t flag2, const acuPhase* h, const acuConn* rc) {
   uint4 v;
   uint64_t start = 0;
+  uint32_t odd = 0;
   for (uint32_t spins = 0;; spins++) {
     asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p)
                  : "memory");
-    if (v.y == flag && v.w == flag) break;
-    if ((spins & 4095) == 4095 && (sLLStop || !keepWaiting(h, &start, -1))) {
-      sLLStop = 1;
-      break;
+    if (v.y == flag && v.w == flag2) break;
+    if ((spins & 4095) == 4095) {
+      uint64_t tail = 0;
+      const uint32_t e = sLLStop ? 0 : llOdd(v, flag, flag2, rc, &tail);
+      if (e == ACU_ERR_POISONED || (e && odd == e)) {
+        acuFail(h, e, e == ACU_ERR_POISONED ? (int)(uint32_t)tail : rc->peer, flag, v.y);
+        sLLStop = 1;
+      }
+      odd = e;
+      if (sLLStop || !keepWaiting(h, &start, rc->peer)) {
+        sLLStop = 1;
+        break;
+      }
     }
   }
   return make_uint2(v.x, v.z);
 }
-static __device__ __forceinline__ void llWrite(uint4* p, uint2 d, uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(d.x), "r"(flag), "r"(d.y), "r"(flag)
+static __device__ __forceinline__ void llWrite(uint4* p, uint2 d, uint32_t flag, uint32_t flag2) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(d.x), "r"(flag), "r"(d.y), "r"(flag2)
                : "memory");
 }
 /* 8 bytes (or the `len` < 8 left) from memory, any alignment. */
@@ -450,7 +495,8 @@ static __device__ __noinline__ void llLoop(const LLRun& run) {
       const LLStep& st = run.s[i];
       if (st.skip || u * 8 >= st.bytes) continue;
       int len = st.bytes - u * 8 < 8 ? (int)(st.bytes - u * 8) : 8;
-      uint2 x = st.inFlag ? llRead((const uint4*)st.in0 + u, st.inFlag, run.h) : ld8(st.in0 + u * 8, len);
+      uint2 x = st.inFlag ? llRead((const uint4*)st.in0 + u, st.inFlag, st.inFlag ^ run.sig, run.h, st.rc)
+                          : ld8(st.in0 + u * 8, len);
       uint2 o0 = x, o1 = x;
       if (st.in1 || st.pm0 || st.pd) {
         uint2 y = st.in1 ? ld8(st.in1 + u * 8, len) : x;
@@ -464,7 +510,7 @@ static __device__ __noinline__ void llLoop(const LLRun& run) {
         memcpy(&o1, w1, 8);
       }
       if (st.out0) st8(st.out0 + u * 8, o0, len);
-      if (st.out1) llWrite((uint4*)st.out1 + u, o1, st.outFlag);
+      if (st.out1) llWrite((uint4*)st.out1 + u, o1, st.outFlag, st.outFlag ^ run.sig);
     }
   }
 }
@@ -555,15 +601,43 @@ static __device__ __forceinline__ uint64_t ldRelaxed(const uint64_t* p) {
   return v;
 }
 
+/* A counter that passed the wait: false (reported) if a peer poisoned it
+ * (ACU_POISON | the rank that found the mismatch). */
+static __device__ __forceinline__ bool notPoisoned(uint64_t x, const acuPhase* h) {
+  if (!(x & ACU_POISON)) return true;
+  acuFail(h, ACU_ERR_POISONED, (int)(uint32_t)x, 0, 0);
+  return false;
+}
+
+/* A simple receive of step st waits: did the sender write LL lines for it
+ * (its first line carries flag st + 1)? Same-host connections only (network
+ * ends have no LL area). */
+static __device__ bool llPosted(const acuConn* c, uint64_t st) {
+  if (c->net) return false;
+  const uint32_t* line = (const uint32_t*)(c->llbuf + (st % c->nslots) * (uint64_t)c->llSlotBytes);
+  return *(volatile const uint32_t*)(line + 1) == (uint32_t)(st + 1);
+}
+
 /* One thread: wait until *p >= v. Tails are read with acquire (the slot's
  * data follows); heads relaxed (they only free a slot for writing). Returns
- * false on abort or timeout (reported in shared). */
-static __device__ bool waitAtLeast(const uint64_t* p, uint64_t v, const acuPhase* h, int peer, bool acquire = false) {
-  if ((acquire ? ldAcquire(p) : ldRelaxed(p)) >= v) return true;
+ * false on abort, timeout, poison or an error of another lane (reported in
+ * shared). llc: a simple receive's connection, checked on the slow path for
+ * LL lines of step llStep (the sender ran the other protocol). */
+static __device__ bool waitAtLeast(const uint64_t* p, uint64_t v, const acuPhase* h, int peer, bool acquire = false,
+                                   const acuConn* llc = nullptr, uint64_t llStep = 0) {
+  uint64_t x = acquire ? ldAcquire(p) : ldRelaxed(p);
+  if (x >= v) return notPoisoned(x, h);
   uint64_t start = 0;
   for (uint32_t spins = 1;; spins++) {
-    if ((acquire ? ldAcquire(p) : ldRelaxed(p)) >= v) return true;
-    if ((spins & 1023) == 0 && !keepWaiting(h, &start, peer)) return false;
+    x = acquire ? ldAcquire(p) : ldRelaxed(p);
+    if (x >= v) return notPoisoned(x, h);
+    if ((spins & 1023) == 0) {
+      if (llc && llPosted(llc, llStep)) {
+        acuFail(h, ACU_ERR_MISMATCH, peer, 0, 0);
+        return false;
+      }
+      if (!keepWaiting(h, &start, peer)) return false;
+    }
   }
 }
 
@@ -629,19 +703,18 @@ static __device__ __forceinline__ void tmark(const acuPhase* h, int step, int wh
 /* Thread 0 waits for the receive slot (tail, then its size), thread 32 for
  * the send slot (head), side by side; the block learns the outcome. */
 static __device__ bool stepWait(const acuPhase* h, acuConn* rc, uint64_t rstep, acuConn* sc, uint64_t sstep,
-                                uint64_t bytes) {
+                                uint64_t bytes, uint32_t tag) {
   if (threadIdx.x == 0) {
     bool ok = true;
     if (rc) {
-      ok = waitAtLeast(rc->tail, rstep + 1, h, rc->peer, true);
+      ok = waitAtLeast(rc->tail, rstep + 1, h, rc->peer, true, rc, rstep);
       if (ok) {
+        /* the size word: bytes | the sender's operation tag << 32 */
         uint64_t got = *(volatile uint64_t*)&rc->sizes[rstep % rc->nslots];
-        if (got != bytes) {
-          h->shared->expected = bytes;
-          h->shared->got = got;
-          h->shared->errPeer = rc->peer;
-          h->shared->err = ACU_ERR_SIZE;
-          __threadfence_system();
+        if (got != (bytes | (uint64_t)tag << 32)) {
+          if ((uint32_t)(got >> 32) == ACU_TAG_POISON) acuFail(h, ACU_ERR_POISONED, rc->peer, 0, 0);
+          else if ((uint32_t)got != bytes) acuFail(h, ACU_ERR_SIZE, rc->peer, bytes, (uint32_t)got);
+          else acuFail(h, ACU_ERR_MISMATCH, rc->peer, bytes, (uint32_t)got);
           ok = false;
         }
       }
@@ -663,10 +736,10 @@ static __device__ __forceinline__ void fenceRelease(const acuPhase* h) {
 
 /* Threads 0 and 32 publish what the step did (after the block's barrier). */
 static __device__ void stepPost(const acuPhase* h, acuConn* rc, uint64_t rstep, acuConn* sc, uint64_t sstep,
-                                uint64_t bytes) {
+                                uint64_t bytes, uint32_t tag) {
   __syncthreads();
   if (threadIdx.x == 0 && sc) {
-    stVolatile(&sc->sizes[sstep % sc->nslots], bytes);
+    stVolatile(&sc->sizes[sstep % sc->nslots], bytes | (uint64_t)tag << 32);
     fenceRelease(h);
     stVolatile(sc->tail, sstep + 1);
   } else if (threadIdx.x == 32 && rc) {
@@ -693,6 +766,45 @@ static __device__ __forceinline__ uint64_t stepElems(const acuLane* l, const acu
 }
 
 __shared__ LLRun sRun;
+
+/* ---- mismatch poison --------------------------------------------------------
+ * A lane that stops on a mismatch (its own find, a poisoned counter, or
+ * another lane's report) poisons every connection it uses, so that its peers
+ * stop in the wait they are in (their counters' loads see it) and poison
+ * theirs: same-host connections get ACU_POISON | finder in the tail (send)
+ * or head (receive) the peer polls; a network send connection gets a 0-byte
+ * slot tagged ACU_TAG_POISON when it has a free slot (the proxy forwards it,
+ * the peer's proxy reports it to its host). Thread 0 only. */
+static __device__ bool mismatchStop(const acuPhase* h, int* finder) {
+  const uint32_t e = h->shared->err;
+  *finder = e == ACU_ERR_POISONED ? h->shared->errPeer : h->rank;
+  return e == ACU_ERR_SIZE || e == ACU_ERR_MISMATCH || e == ACU_ERR_POISONED;
+}
+static __device__ void poisonConn(const acuPhase* h, const acuConn* c, uint64_t step, bool send, int finder) {
+  if (!c->net) {
+    stVolatile(send ? c->tail : c->head, ACU_POISON | (uint32_t)finder);
+    if (c->mailbox) stVolatile(c->mailbox, ACU_POISON | (uint32_t)finder);
+    return;
+  }
+  if (!send || ldRelaxed(c->head) + c->nslots < step + 1) return;
+  stVolatile(&c->sizes[step % c->nslots], (uint64_t)ACU_TAG_POISON << 32);
+  fenceRelease(h);
+  stVolatile(c->tail, step + 1);
+}
+static __device__ void poisonLane(const Blob& B, const acuLane* l, const acuConn* conns, const uint64_t* steps,
+                                  const uint16_t* ci) {
+  int finder;
+  if (threadIdx.x != 0 || !mismatchStop(B.h, &finder)) return;
+  uint64_t recv = 0, send = 0;
+  for (int i = 0; i < l->nsteps; i++) {
+    const acuStep* s = &B.steps[l->stepOff + i];
+    if (s->recv >= 0) recv |= 1ull << s->recv;
+    if (s->send >= 0) send |= 1ull << s->send;
+  }
+  for (int c = 0; c < ANYCCL_LANE_CONNS_MAX; c++)
+    if (((recv | send) >> c & 1) && ci[c] != 0xffff) poisonConn(B.h, &conns[c], steps[c], send >> c & 1, finder);
+  __threadfence_system();
+}
 
 /* The lines of LL slot `st` of a connection. */
 static __device__ __forceinline__ char* llSlot(const acuConn* c, uint64_t st) {
@@ -738,6 +850,7 @@ static __device__ bool llSlice(const Blob& B, const acuLane* l, acuConn* conns, 
         rnext = rv >= 0 ? steps[rv] + ru + 1 : 0;
         snext = sd >= 0 ? steps[sd] + su + 1 : 0;
         d.in0 = rv >= 0 ? llSlot(&conns[rv], rnext - 1) : bufPtr(h, l, s->in0, s, pos, scratch);
+        d.rc = rv >= 0 ? &conns[rv] : nullptr;
         d.inFlag = (uint32_t)rnext;
         d.out1 = sd >= 0 ? llSlot(&conns[sd], snext - 1) : nullptr;
         d.outFlag = (uint32_t)snext;
@@ -761,6 +874,7 @@ static __device__ bool llSlice(const Blob& B, const acuLane* l, acuConn* conns, 
       if (lane == 0) {
         sRun.nsteps = k;
         sRun.maxBytes = maxBytes;
+        sRun.sig = h->sig;
         sRun.h = h;
         sRun.scalar = phaseScalar(h);
         sRun.divisor = h->divisor;
@@ -811,7 +925,10 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
   char* scratch = (char*)l->scratch;
   for (uint64_t pos = l->begin; pos < l->end; pos += l->slice) {
     if (l->ll) {
-      if (!llSlice(B, l, conns, steps, pos, scratch)) return;
+      if (!llSlice(B, l, conns, steps, pos, scratch)) {
+        poisonLane(B, l, conns, steps, ci);
+        return;
+      }
       tmark(h, 254, ACU_T_POSTED); /* 254: a whole LL slice */
       continue;
     }
@@ -822,7 +939,10 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
       uint64_t n = stepElems(l, s, pos);
       uint64_t bytes = n * h->elemSize;
       uint64_t rstep = rc ? steps[s->recv] : 0, sstep = sc ? steps[s->send] : 0;
-      if (!stepWait(h, rc, rstep, sc, sstep, bytes)) return;
+      if (!stepWait(h, rc, rstep, sc, sstep, bytes, h->sig)) {
+        poisonLane(B, l, conns, steps, ci);
+        return;
+      }
       tmark(h, i, ACU_T_WAITED);
       const char* in0 = rc ? rc->buf + (rstep % rc->nslots) * (uint64_t)rc->slotBytes
                            : bufPtr(h, l, s->in0, s, pos, scratch);
@@ -865,7 +985,7 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
         if (rc) steps[s->recv] = rstep + 1;
         if (sc) steps[s->send] = sstep + 1;
       }
-      stepPost(h, rc, rstep, sc, sstep, bytes);
+      stepPost(h, rc, rstep, sc, sstep, bytes, h->sig);
       tmark(h, i, ACU_T_POSTED);
     }
   }
@@ -886,16 +1006,20 @@ static __device__ void p2pLane(const Blob& B, const acuLane* l) {
   uint64_t step = c->step;
   bool send = l->kind == ACU_LANE_SEND;
   const uint64_t chunk = l->ll ? c->llSlotBytes / 2 : (h->chunk && h->chunk < c->slotBytes ? h->chunk : c->slotBytes);
+  int finder;
   for (int k = 0; k < l->nops; k++) {
     const acuOp* op = &B.ops[l->opOff + k];
-    for (uint64_t sub = 0; sub < op->bytes; sub += chunk) {
-      uint64_t n = op->bytes - sub < chunk ? op->bytes - sub : chunk;
+    const uint64_t opBytes = op->bytes & ACU_OP_BYTES_MASK;
+    const uint32_t tag = ACU_TAG_P2P | (uint32_t)(op->bytes >> 40); /* the whole send's size, hashed */
+    for (uint64_t sub = 0; sub < opBytes; sub += chunk) {
+      uint64_t n = opBytes - sub < chunk ? opBytes - sub : chunk;
       char* slot = l->ll ? llSlot(c, step) : c->buf + (step % c->nslots) * (uint64_t)c->slotBytes;
       if (l->ll) {
         if (threadIdx.x == 0) {
           LLStep& d = sRun.s[0];
           d.in0 = send ? (const char*)op->ptr + sub : slot;
           d.in1 = nullptr;
+          d.rc = send ? nullptr : c;
           d.out0 = send ? nullptr : (char*)op->ptr + sub;
           d.out1 = send ? slot : nullptr;
           d.inFlag = send ? 0 : (uint32_t)(step + 1);
@@ -904,27 +1028,36 @@ static __device__ void p2pLane(const Blob& B, const acuLane* l) {
           d.pm0 = d.pm1 = d.pd = d.skip = 0;
           sRun.nsteps = 1;
           sRun.maxBytes = (uint32_t)n;
+          sRun.sig = tag;
           sRun.h = h;
           sRun.scalar = sRun.divisor = 0;
           sStop = send && !waitAtLeast(c->head, step + 1 > c->nslots ? step + 1 - c->nslots : 0, h, c->peer);
         }
         __syncthreads();
-        if (sStop) return;
+        if (sStop) {
+          if (threadIdx.x == 0 && mismatchStop(h, &finder)) poisonConn(h, c, step, send, finder);
+          return;
+        }
         byType<LLK>(1, OP_SUM, sRun); /* bytes */
         __syncthreads();
-        if (sLLStop) return;
+        if (sLLStop) {
+          if (threadIdx.x == 0 && mismatchStop(h, &finder)) poisonConn(h, c, step, send, finder);
+          return;
+        }
         if (!send && threadIdx.x == 0) stVolatile(c->head, step + 1);
         step++;
         continue;
       }
+      if (!(send ? stepWait(h, nullptr, 0, c, step, n, tag) : stepWait(h, c, step, nullptr, 0, n, tag))) {
+        if (threadIdx.x == 0 && mismatchStop(h, &finder)) poisonConn(h, c, step, send, finder);
+        return;
+      }
       if (send) {
-        if (!stepWait(h, nullptr, 0, c, step, n)) return;
         copyBytes(n, (const char*)op->ptr + sub, false, slot, nullptr);
-        stepPost(h, nullptr, 0, c, step, n);
+        stepPost(h, nullptr, 0, c, step, n, tag);
       } else {
-        if (!stepWait(h, c, step, nullptr, 0, n)) return;
         copyBytes(n, slot, true, (char*)op->ptr + sub, nullptr);
-        stepPost(h, c, step, nullptr, 0, n);
+        stepPost(h, c, step, nullptr, 0, n, tag);
       }
       step++;
     }

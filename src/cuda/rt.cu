@@ -68,6 +68,11 @@ int acuStreamCreateNonBlocking(void** stream) {
 }
 int acuStreamDestroy(void* stream) { return cudaStreamDestroy((cudaStream_t)stream); }
 int acuEventQuery(void* ev) { return cudaEventQuery((cudaEvent_t)ev); }
+int acuCaptureModeExchange(int mode) {
+  cudaStreamCaptureMode m = (cudaStreamCaptureMode)mode;
+  if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess) cudaGetLastError();
+  return (int)m;
+}
 int acuCanAccessPeer(int dev, int peerDev) {
   int can = 0;
   if (cudaDeviceCanAccessPeer(&can, dev, peerDev) != cudaSuccess) return 0;

@@ -139,6 +139,11 @@ struct ncclComm {
   struct acuTimeline* cuTimeline;    /* ANYCCL_CUDA_TIMELINE: host view ... */
   struct acuTimeline* cuTimelineDev; /* ... and device view, or NULL */
   int cuErrReported;
+  void* cuMbxStream;             /* private non-blocking stream: async reads of the mismatch mailbox */
+  void* cuMbxEvent;
+  int cuMbxPending;              /* a mailbox read is in flight */
+  uint32_t cuMbxBusy;            /* a thread is polling (atomic) */
+  double cuMbxLast;              /* when the last read was issued (anycclNowSec) */
   int cuFlags;                   /* ACU_FLAG_* for every phase */
   cudaStream_t checkedStream;    /* last stream found to be on cudaDev */
   unsigned char* blob;           /* ACU_BLOB_LARGE bytes: a phase being encoded */
@@ -179,6 +184,8 @@ ncclResult_t anycclDevCommDestroy(struct ncclComm* comm, const struct ncclDevCom
 void anycclLsaTeam(const struct ncclComm* comm, int* lsaSize, int* lsaRank);
 void anycclCudaAbort(struct ncclComm* comm);
 ncclResult_t anycclCudaAsyncError(struct ncclComm* comm);
+/* A remote peer reported a mismatch (proxy thread): the kernels stop as if poisoned by `peer`. */
+void anycclCudaPoisoned(struct ncclComm* comm, int peer);
 ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream);
 ncclResult_t anycclCudaEncodeForTest(struct ncclComm* comm, const struct anycclPhase* ph, unsigned char* buf,
                                      size_t cap, int* planLane, int* cut);

@@ -32,6 +32,9 @@ struct acuConn {
   uint32_t slotBytes;
   int32_t peer;
   uint32_t llSlotBytes;
+  uint32_t net;       /* a network end (pinned FIFO fed by the proxy): never poisoned by value */
+  uint32_t pad;
+  uint64_t* mailbox;  /* the peer's mismatch mailbox (its segment), NULL for a network end */
 };
 
 /* Host-mapped per-communicator state the kernels watch and report into. */
@@ -41,9 +44,32 @@ struct acuShared {
   volatile int32_t errPeer;
   volatile uint32_t pad;
   volatile uint64_t expected, got; /* size mismatch details */
+  volatile uint64_t mailbox;       /* host copy of this rank's device mailbox (polled by the host) */
 };
 enum { ACU_FLAG_FENCE_SC = 1 }; /* fence.sc.sys instead of fence.acq_rel.sys before a tail */
-enum { ACU_ERR_NONE = 0, ACU_ERR_SIZE = 1, ACU_ERR_TIMEOUT = 2 };
+/* SIZE: a slot of another size (expected/got: bytes); MISMATCH: data of
+ * another operation (signature tag, LL lines where simple slots were due or
+ * the reverse); POISONED: a peer stopped on a mismatch and poisoned its
+ * connections (errPeer: the rank that found it). */
+enum { ACU_ERR_NONE = 0, ACU_ERR_SIZE = 1, ACU_ERR_TIMEOUT = 2, ACU_ERR_MISMATCH = 3, ACU_ERR_POISONED = 4 };
+/* Mismatch detection (docs/failures.md): a simple slot's size word is
+ * bytes | tag << 32, an LL line's second flag is its first (step + 1) xor
+ * the tag. Collectives: ACU_TAG_COLL | 30-bit hash of (func, count, type, op,
+ * root), in acuPhase.sig; send/recv: ACU_TAG_P2P | 24-bit hash of the whole
+ * send's bytes, carried in bits 40-63 of each acuOp.bytes. A stopping lane
+ * writes ACU_POISON | rank into the tails and heads of its same-host
+ * connections, and a 0-byte slot tagged ACU_TAG_POISON into its network
+ * send connections (the proxy forwards the tag). */
+#define ACU_TAG_COLL 0x80000000u
+#define ACU_TAG_P2P 0xC0000000u
+#define ACU_TAG_POISON 0x40000000u /* ANYCCL_TAG_POISON (transport.h) */
+#define ACU_OP_BYTES_MASK ((1ull << 40) - 1)
+#define ACU_POISON (1ull << 63)
+/* Each rank's segment holds a mailbox word (after the heads) that a peer's
+ * stopping lane also sets to ACU_POISON | finder: a rank whose kernel had
+ * already finished (a broadcast root, a sender) learns the mismatch when its
+ * host polls the word (ncclCommGetAsyncError, an async copy at most every
+ * millisecond). */
 
 enum { ACU_LANE_STEPS = 0, ACU_LANE_SEND, ACU_LANE_RECV, ACU_LANE_COPY };
 
@@ -130,7 +156,7 @@ struct acuPhase {
   int32_t rank;
   struct acuTimeline* timeline; /* or NULL */
   uint32_t seq;        /* launch number (timeline records) */
-  uint32_t pad32;
+  uint32_t sig;        /* collective's tag (ACU_TAG_COLL | hash); p2p lanes: per op */
   /* then: struct acuLaneWire[nlanes], struct acuShape[nshapes],
    * struct acuStep[nsteps] (padded to 8), uint16_t conns[nconns] (padded
    * to 8), struct acuOp[nops] */
@@ -189,6 +215,8 @@ ACU_FN int acuMemcpyAsync(void* dst, const void* src, size_t n, void* stream);
 ACU_FN int acuStreamCreateNonBlocking(void** stream);
 ACU_FN int acuStreamDestroy(void* stream);
 ACU_FN int acuEventQuery(void* ev);                                 /* 0: complete */
+/* cudaThreadExchangeStreamCaptureMode: sets `mode` (2: relaxed) for this thread, returns the old one */
+ACU_FN int acuCaptureModeExchange(int mode);
 
 /* ---- executor (src/cuda/exec.cu) ---------------------------------------- */
 /* Launch one phase blob on `stream` with `grid` blocks; returns a CUDA error. */

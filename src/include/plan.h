@@ -132,6 +132,9 @@ static inline void anycclCpuRelax(void) {
  * entry, and waits compare them on their slow path only. */
 void anycclOpPublish(struct ncclComm* comm, struct anycclPhase* ph); /* at a phase's start: ph->tag, record */
 uint32_t anycclP2pTag(size_t bytes);                                  /* tag of a send of `bytes` bytes */
+uint64_t anycclMix64(uint64_t x);                                     /* a 64-bit hash mix */
+/* Hash of a collective phase's signature (func, count, type, op, root). */
+uint64_t anycclSigHash(const struct ncclComm* comm, const struct anycclPhase* ph);
 /* Slow path of a wait: ncclInvalidUsage (after one WARN) if a local peer
  * reported a mismatch, runs the same collective with other arguments, or a
  * FIFO holds data of this collective number with another signature. */

@@ -224,7 +224,8 @@ static void checkPhase(struct ncclComm* comm, const struct anycclPhase* ph, cons
                                                                : ACU_LANE_COPY),
                "%s lane %d: kind %d", what, g, d.lanes[g].kind);
         struct acuLane l = rebuild(&d, g);
-        for (int k = 0; k < l.nops; k += pl->kind == LANE_COPY ? 2 : 1) got += d.ops[l.opOff + k].bytes;
+        for (int k = 0; k < l.nops; k += pl->kind == LANE_COPY ? 2 : 1)
+          got += d.ops[l.opOff + k].bytes & ACU_OP_BYTES_MASK; /* bits 40-63: the send/recv tag */
       }
       EXPECT(got == want, "%s: plan lane %d moves %llu bytes, its GPU lanes %llu", what, i, (unsigned long long)want,
              (unsigned long long)got);
