@@ -15,9 +15,9 @@ LIB=${ANYCCL_LIB:?set ANYCCL_LIB to the libnccl.so.2 of anyccl}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 rc=0
-timeout 900 python3 "$ROOT/tests/gpu/torch_check.py" --nproc "$NPROC" --out "$OUT/torch-nccl.json" --port 29611 \
+timeout ${RUN_TIMEOUT:-900} python3 "$ROOT/tests/gpu/torch_check.py" --nproc "$NPROC" --out "$OUT/torch-nccl.json" --port 29611 \
   >"$OUT/torch-nccl.log" 2>&1 || rc=1
-LD_PRELOAD=$LIB timeout 900 python3 "$ROOT/tests/gpu/torch_check.py" --nproc "$NPROC" --out "$OUT/torch-anyccl.json" \
+LD_PRELOAD=$LIB timeout ${RUN_TIMEOUT:-900} python3 "$ROOT/tests/gpu/torch_check.py" --nproc "$NPROC" --out "$OUT/torch-anyccl.json" \
   --port 29612 >"$OUT/torch-anyccl.log" 2>&1 || rc=1
 tail -n 8 "$OUT/torch-nccl.log" "$OUT/torch-anyccl.log"
 python3 - "$OUT/torch-nccl.json" "$OUT/torch-anyccl.json" <<'PY' || rc=1
