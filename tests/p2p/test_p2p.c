@@ -311,8 +311,10 @@ static void caseJunk(void) {
     EXPECT(write(fd, trash, sizeof(trash)) == (ssize_t)sizeof(trash));
     anycclP2pRequest_t gq;
     char gb[8];
-    CK(anycclP2pIrecv(g, gb, sizeof(gb), 0, &gq));
-    EXPECT(anycclP2pWait(gq, NULL) == ncclRemoteError);
+    /* the progress thread may read the garbage before the receive is posted:
+     * then posting it fails already */
+    ncclResult_t pr = anycclP2pIrecv(g, gb, sizeof(gb), 0, &gq);
+    EXPECT(pr == ncclRemoteError || (pr == ncclSuccess && anycclP2pWait(gq, NULL) == ncclRemoteError));
     CK(anycclP2pClose(g));
     close(fd);
     /* the real connection still works */
