@@ -499,8 +499,7 @@ ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
     else if (err == ANYCCL_DEV_ERR_TIMEOUT)
       WARN("rank %d: a device API wait (barrier, signal, counter or LL line) gave up after %lld s (ANYCCL_DEV_TIMEOUT, "
            "by default ANYCCL_OP_TIMEOUT): a peer did not reach the same barrier or send what was awaited", comm->rank,
-           (long long)(anycclParamInt(PARAM_DEV_TIMEOUT) < 0 ? anycclParamInt(PARAM_OP_TIMEOUT)
-                                                              : anycclParamInt(PARAM_DEV_TIMEOUT)));
+           (long long)anycclTimeoutSec(PARAM_DEV_TIMEOUT));
     else if (err == ANYCCL_DEV_ERR_UNREACHABLE)
       WARN("rank %d: a kernel used the device API beyond what this build supports (a peer outside the LSA team, "
            "multicast, a barrier index past the requested count, or a signal/counter id past the requested count); "

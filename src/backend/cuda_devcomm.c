@@ -418,9 +418,7 @@ static ncclResult_t devCreate(struct ncclComm* comm, const ncclDevCommRequiremen
   out->ginSignalShadows = d->shadows;
   out->abortFlag = comm->cuSharedDev ? &comm->cuSharedDev->abort : NULL;
   out->errFlag = comm->cuSharedDev ? &comm->cuSharedDev->err : NULL;
-  int64_t devTimeout = anycclParamInt(PARAM_DEV_TIMEOUT);
-  if (devTimeout < 0) devTimeout = anycclParamInt(PARAM_OP_TIMEOUT);
-  out->timeoutNs = devTimeout > 0 ? (uint64_t)devTimeout * 1000000000ull : 0;
+  out->timeoutNs = (uint64_t)anycclTimeoutSec(PARAM_DEV_TIMEOUT) * 1000000000ull;
   out->hostRecord = d;
   pthread_mutex_lock(&comm->lock);
   d->next = comm->devComms;

@@ -128,9 +128,8 @@ const char* bootstrapIfName(void) {
 }
 
 int64_t bootstrapTimeoutMs(void) {
-  int64_t s = anycclParamInt(PARAM_BOOTSTRAP_TIMEOUT);
-  if (s < 0) s = anycclParamInt(PARAM_OP_TIMEOUT); /* the default: one bound for everything */
-  return s <= 0 ? -1 : s * 1000;                  /* 0: no bound */
+  int64_t s = anycclTimeoutSec(PARAM_BOOTSTRAP_TIMEOUT);
+  return s == 0 ? -1 : s * 1000; /* 0: no bound */
 }
 
 static int64_t bsTimeoutMs(void) { return bootstrapTimeoutMs(); }

@@ -58,6 +58,12 @@ int64_t anycclParamInt(anycclParamId id) {
   return paramValues[id].ival;
 }
 
+int64_t anycclTimeoutSec(anycclParamId id) {
+  int64_t s = anycclParamInt(id);
+  if (s < 0) s = anycclParamInt(PARAM_OP_TIMEOUT);
+  return s > 0 ? s : 0;
+}
+
 const char* anycclParamStr(anycclParamId id) {
   pthread_once(&paramOnce, paramLoad);
   if (paramValues[id].set) return paramValues[id].sval;

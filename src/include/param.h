@@ -27,6 +27,9 @@ typedef struct {
 
 /* Integer value (default when unset or unparsable; a bad value WARNs once). */
 int64_t anycclParamInt(anycclParamId id);
+/* A timeout parameter in seconds: its value, or ANYCCL_OP_TIMEOUT's when it
+ * is negative (one bound for every wait unless set); 0 means no bound. */
+int64_t anycclTimeoutSec(anycclParamId id);
 /* String value, or NULL when unset and the default is "". */
 const char* anycclParamStr(anycclParamId id);
 /* An integer parameter's text (strtoll base 0: decimal, 0x hex, 0 octal;

@@ -442,9 +442,7 @@ PORT_API ncclResult_t anycclProxyServiceCreate(ncclComm_t comm, int fifoSize, an
   s->fifoSize = (uint32_t)fifoSize;
   s->efd = -1;
   pthread_mutex_init(&s->lock, NULL);
-  int64_t t = anycclParamInt(PARAM_PORT_TIMEOUT);
-  if (t < 0) t = anycclParamInt(PARAM_OP_TIMEOUT);
-  s->timeoutNs = t > 0 ? (uint64_t)t * 1000000000ull : 0;
+  s->timeoutNs = (uint64_t)anycclTimeoutSec(PARAM_PORT_TIMEOUT) * 1000000000ull;
   int64_t chunk = anycclParamInt(PARAM_PORT_CHUNK);
   s->chunk = chunk >= 4096 ? (uint64_t)chunk : 4096;
   ncclResult_t res;
