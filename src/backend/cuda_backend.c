@@ -58,7 +58,12 @@ static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static int nFifos(const struct ncclComm* comm) { return comm->nChannels + comm->p2pChannels * comm->nRanks; }
 /* The heads (64 bytes each), then the mismatch mailbox word (cuda_exec.h). */
 static size_t mailboxOff(const struct ncclComm* comm) { return (size_t)nFifos(comm) * 64; }
-static size_t headsBytes(const struct ncclComm* comm) { return alignUp(mailboxOff(comm) + 64, 4096); }
+static size_t headsBytes(const struct ncclComm* comm) {
+  return alignUp(mailboxOff(comm) + 64 + ACU_SYMM_PAD_BYTES, 4096); /* + mailbox, op word; symmetric pads */
+}
+char* anycclCudaMailbox(const struct ncclComm* comm, int q) {
+  return comm->devPeerBase && comm->devPeerBase[q] ? comm->devPeerBase[q] + mailboxOff(comm) : NULL;
+}
 /* LL lines have slots of their own (a line of simple data must never pass
  * for an LL line): up to 64 KB, half of it payload. */
 static size_t llSlotBytes(const struct ncclComm* comm) { return comm->slotBytes < (64 << 10) ? comm->slotBytes : 64 << 10; }
@@ -351,6 +356,81 @@ static void timelineWrite(struct ncclComm* comm) {
   fclose(f);
 }
 
+/* Ranks of one process write into each other's segments through peer
+ * access: a segment freed while a peer's kernel still runs (it stops at its
+ * next wait on abort or poison) would fault that kernel, and its context
+ * with it. Such segments are freed when the last rank of the communicator in
+ * this process frees its own (kernels of the ranks that freed before have
+ * finished: each synchronised its device first). */
+struct segGroup {
+  const void* key; /* the segment of the lowest rank of this process */
+  int left;        /* ranks of this process yet to free */
+  int n;
+  void** segs;
+  int* devs;
+  struct segGroup* next;
+};
+static pthread_mutex_t segLock = PTHREAD_MUTEX_INITIALIZER;
+static struct segGroup* segGroups;
+
+static void segRelease(struct ncclComm* comm) {
+  const struct anycclPeerInfo* me = &comm->peerInfo[comm->rank];
+  const void* key = NULL;
+  int local = 0;
+  for (int q = 0; q < comm->nRanks; q++) {
+    const struct anycclPeerInfo* p = &comm->peerInfo[q];
+    if (p->hostHash != me->hostHash || p->processToken != me->processToken) continue;
+    if (local++ == 0) key = q == comm->rank ? (const void*)comm->devSeg : p->devSeg;
+  }
+  struct segGroup* g = NULL;
+  if (local > 1) {
+    pthread_mutex_lock(&segLock);
+    for (g = segGroups; g && g->key != key; g = g->next) {
+    }
+    if (g == NULL && (g = calloc(1, sizeof(*g))) != NULL) {
+      g->segs = calloc(local, sizeof(void*));
+      g->devs = calloc(local, sizeof(int));
+      if (g->segs == NULL || g->devs == NULL) {
+        free(g->segs);
+        free(g->devs);
+        free(g);
+        g = NULL;
+      } else {
+        g->key = key;
+        g->left = local;
+        g->next = segGroups;
+        segGroups = g;
+      }
+    }
+    if (g && g->n < local) {
+      g->segs[g->n] = comm->devSeg;
+      g->devs[g->n++] = comm->cudaDev;
+      if (--g->left > 0) {
+        pthread_mutex_unlock(&segLock);
+        return;
+      }
+      for (struct segGroup** pp = &segGroups; *pp; pp = &(*pp)->next)
+        if (*pp == g) {
+          *pp = g->next;
+          break;
+        }
+    }
+    pthread_mutex_unlock(&segLock);
+  }
+  if (g == NULL) { /* alone in this process (or out of memory: free now) */
+    acuFree(comm->devSeg);
+    return;
+  }
+  for (int i = 0; i < g->n; i++) {
+    acuSetDevice(g->devs[i]);
+    acuFree(g->segs[i]);
+  }
+  acuSetDevice(comm->cudaDev);
+  free(g->segs);
+  free(g->devs);
+  free(g);
+}
+
 void anycclCudaFree(struct ncclComm* comm) {
   if (!comm->cuda) return;
   int saved = -1;
@@ -376,7 +456,7 @@ void anycclCudaFree(struct ncclComm* comm) {
   comm->devPeerIpc = NULL;
   if (comm->devConns) acuFree(comm->devConns);
   if (comm->devScratch) acuFree(comm->devScratch);
-  if (comm->devSeg) acuFree(comm->devSeg);
+  if (comm->devSeg) segRelease(comm);
   if (comm->cuShared) acuFreeHost(comm->cuShared);
   if (comm->cuTimeline) {
     timelineWrite(comm);
@@ -411,7 +491,7 @@ void anycclCudaAbort(struct ncclComm* comm) {
  * a time, read once it completed. */
 static void mailboxPoll(struct ncclComm* comm) {
   uint32_t no = 0;
-  if (comm->cuMbxStream == NULL || comm->devSeg == NULL || comm->launches == 0 ||
+  if (comm->cuMbxStream == NULL || comm->devSeg == NULL ||
       !__atomic_compare_exchange_n(&comm->cuMbxBusy, &no, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return;
   if (comm->cuMbxPending && acuEventQuery(comm->cuMbxEvent) == 0) {
@@ -467,6 +547,25 @@ static void poisonNetSends(struct ncclComm* comm) {
   }
 }
 
+/* This rank learnt of a mismatch: ACU_POISON | finder into the mailbox of
+ * every same-host peer (async copies on the mailbox stream, never waited
+ * for), so that ranks whose kernels never met the mismatch (not involved in
+ * it, or finished) learn it when they poll theirs. */
+static void poisonLocalPeers(struct ncclComm* comm, int finder) {
+  if (comm->cuMbxStream == NULL || comm->devPeerBase == NULL) return;
+  comm->cuShared->poisonOut = ACU_POISON | (uint32_t)finder;
+  int mode = acuCaptureModeExchange(2 /* relaxed, as in mailboxPoll */);
+  int saved = -1;
+  acuGetDevice(&saved);
+  if (saved != comm->cudaDev) acuSetDevice(comm->cudaDev);
+  for (int q = 0; q < comm->nRanks; q++)
+    if (q != comm->rank && comm->devPeerBase[q])
+      acuMemcpyAsync(comm->devPeerBase[q] + mailboxOff(comm), (const void*)&comm->cuShared->poisonOut,
+                     sizeof(uint64_t), comm->cuMbxStream);
+  if (saved >= 0 && saved != comm->cudaDev) acuSetDevice(saved);
+  acuCaptureModeExchange(mode);
+}
+
 /* An error a kernel reported, as an ncclResult_t (ncclSuccess if none). */
 ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
   if (!comm->cuda || comm->cuShared == NULL) return ncclSuccess;
@@ -481,6 +580,7 @@ ncclResult_t anycclCudaAsyncError(struct ncclComm* comm) {
     int warn = !mismatch || __atomic_compare_exchange_n(&comm->mismatchWarned, &no, 1, 0, __ATOMIC_ACQ_REL,
                                                          __ATOMIC_ACQUIRE);
     int peer = comm->cuShared->errPeer;
+    if (mismatch) poisonLocalPeers(comm, err == ACU_ERR_POISONED ? peer : comm->rank);
     if (mismatch && warn) poisonNetSends(comm); /* not when a remote report came first: they know */
     if (!warn)
       ;
@@ -518,6 +618,34 @@ void anycclCudaPoisoned(struct ncclComm* comm, int peer) {
   if (!comm->cuda || comm->cuShared == NULL || comm->cuShared->err != ACU_ERR_NONE) return;
   comm->cuShared->errPeer = peer;
   __atomic_store_n(&comm->cuShared->err, ACU_ERR_POISONED, __ATOMIC_RELEASE);
+}
+
+uint32_t anycclCudaPhaseTag(const struct ncclComm* comm, const struct anycclPhase* ph) {
+  if (ph->func == FUNC_SEND) return ACU_TAG_COLL;
+  const uint32_t h = (uint32_t)anycclSigHash(comm, ph);
+  if (comm->cuCurCollSeq == 0) return ACU_TAG_COLL | (h & 0x3fffffffu);
+  return ACU_TAG_COLL | (comm->cuCurCollSeq & 0xffu) << 22 | (h & 0x3fffffu);
+}
+
+void anycclCudaSlotTag(struct ncclComm* comm, int peer, uint32_t tag) {
+  struct acuShared* sh = comm->cuShared;
+  if (!comm->cuda || sh == NULL || sh->err != ACU_ERR_NONE) return;
+  if ((tag & 0xC0000000u) == ACU_TAG_COLL) { /* the latest is kept until the GPU reaches its number */
+    comm->cuPendTag = tag;
+    comm->cuPendPeer = peer;
+  }
+  tag = comm->cuPendTag;
+  const uint64_t w = sh->opWord;
+  /* groups holding send/recv tag 30-bit hashes: not comparable */
+  if (tag == 0 || w == 0 || ((uint32_t)w & 0xC0000000u) != ACU_TAG_COLL ||
+      ((uint32_t)(w >> 32) & 0xffu) != (tag >> 22 & 0xffu))
+    return;
+  comm->cuPendTag = 0;
+  if ((uint32_t)w == tag) return;
+  sh->expected = (uint32_t)w;
+  sh->got = tag;
+  sh->errPeer = comm->cuPendPeer;
+  __atomic_store_n(&sh->err, ACU_ERR_MISMATCH, __ATOMIC_RELEASE);
 }
 
 /* ---- plan launch --------------------------------------------------------------- */
@@ -791,13 +919,15 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
   h->shared = comm->cuSharedDev;
   h->timeline = comm->cuTimelineDev;
   h->seq = (uint32_t)comm->launches;
-  h->sig = ACU_TAG_COLL | (ph->func == FUNC_SEND ? 0 : (uint32_t)anycclSigHash(comm, ph) & 0x3fffffffu);
+  h->sig = anycclCudaPhaseTag(comm, ph);
+  h->opWord = (uint64_t*)(comm->devSeg + mailboxOff(comm) + sizeof(uint64_t));
+  h->collSeq = comm->cuCurCollSeq;
   h->timeoutNs = comm->opTimeoutSec > 0 ? (uint64_t)comm->opTimeoutSec * 1000000000ull : 0;
   h->elemSize = (uint32_t)ph->elemSize;
   h->type = (uint8_t)ph->op.type;
   h->op = (uint8_t)ph->op.op;
   h->reduce = (uint8_t)ph->reduce;
-  h->flags = (uint8_t)comm->cuFlags;
+  h->flags = (uint8_t)(comm->cuFlags | (comm->cuNetCount ? ACU_FLAG_HOST_OPWORD : 0));
   h->nlanes = (uint16_t)nl;
   h->nsteps = (uint16_t)e->nsteps;
   h->nconns = (uint16_t)e->nconns;
@@ -860,9 +990,15 @@ ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan
   ncclResult_t res = orderBefore(comm, stream, &capturing);
   anycclProfAdd(PROF_ORDER, t0);
   unsigned char* buf = comm->blob;
+  /* a plan of collectives only gets the next collective number (every rank
+   * launches the same ones; send/recv involve only some ranks) */
+  int coll = 1;
+  for (int p = 0; p < plan->nphases; p++) coll &= plan->phases[p].func != FUNC_SEND;
+  if (coll && ++comm->cuCollSeq == 0) comm->cuCollSeq = 1;
+  comm->cuCurCollSeq = coll ? comm->cuCollSeq : 0;
   for (int p = 0; p < plan->nphases && res == ncclSuccess; p++) {
     const struct anycclPhase* ph = &plan->phases[p];
-    if (ph->nlanes == 0) continue;
+    if (ph->nlanes == 0 || anycclCudaSymm(comm, ph, stream, &res)) continue;
     t0 = anycclProfNow();
     res = encodePhase(comm, ph, buf, ACU_BLOB_LARGE);
     anycclProfAdd(PROF_ENCODE, t0);

@@ -214,6 +214,22 @@ fail:
   return res;
 }
 
+int anycclWinSymmetric(struct ncclComm* comm, const void* p, size_t bytes, char** peer) {
+  int found = 0;
+  pthread_mutex_lock(&comm->lock);
+  for (const struct anycclWin* w = comm->windows; w && !found; w = w->next) {
+    const struct ncclWindow_vidmem* r = &w->rec;
+    const char* c = (const char*)p;
+    if (!(r->winFlags & NCCL_WIN_COLL_SYMMETRIC) || r->lsaSize != comm->nRanks || c < r->localBase ||
+        bytes > r->size || (size_t)(c - r->localBase) > r->size - bytes)
+      continue;
+    for (int q = 0; q < comm->nRanks; q++) peer[q] = r->lsaBase[q] + (c - r->localBase);
+    found = 1;
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return found;
+}
+
 static void winLink(struct ncclComm* comm, struct anycclWin* w) {
   pthread_mutex_lock(&comm->lock);
   w->next = comm->windows;

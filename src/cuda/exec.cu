@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <type_traits>
 #include "cuda_exec.h"
+#include "wait.cuh"
 
 /* A kernel's parameters are copied into its constant bank before it starts,
  * all of the declared size, at about 1 us per KB of GPU time (H200: 3.6 us a
@@ -365,24 +366,8 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
  * slice's program in miniature and cannot deadlock; units are independent. */
 __shared__ int sLLStop;
 
-/* Called every so many spins of a wait: false once the communicator is
- * aborted or the wait has lasted ANYCCL_OP_TIMEOUT (reported in shared,
- * naming `peer`, -1 if unknown). *start is 0 before the first call. */
-static __device__ bool keepWaiting(const acuPhase* h, uint64_t* start, int peer) {
-  /* abort, or an error any lane of this communicator reported (a mismatch
-   * found by another block): one host-mapped load for both words */
-  if (*(volatile const uint64_t*)&h->shared->abort) return false;
-  if (h->timeoutNs == 0) return true;
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  if (*start == 0) *start = t;
-  else if (t - *start > h->timeoutNs) {
-    h->shared->errPeer = peer;
-    h->shared->err = ACU_ERR_TIMEOUT;
-    __threadfence_system();
-    return false;
-  }
-  return true;
+static __device__ __forceinline__ bool keepWaiting(const acuPhase* h, uint64_t* start, int peer) {
+  return acuKeepWaiting(h->shared, h->timeoutNs, start, peer);
 }
 
 /* Report a mismatch kind (ACU_ERR_SIZE/MISMATCH/POISONED) unless an error
@@ -395,7 +380,11 @@ static __device__ void acuFail(const acuPhase* h, uint32_t err, int peer, uint64
   h->shared->err = err;
   __threadfence_system();
 }
-static __device__ __forceinline__ uint64_t ldRelaxed(const uint64_t* p);
+/* Did the same-host peer at the other end of c start this collective (the
+ * same collective number) with another tag? Its op word (cuda_exec.h). */
+static __device__ __forceinline__ bool opDiffers(const acuPhase* h, const acuConn* c) {
+  return c != nullptr && acuOpDiffers(h->collSeq, h->sig, c->mailbox);
+}
 
 #define LL_MAX_RUN 32
 #define ANYCCL_LANE_CONNS_MAX 64 /* ANYCCL_MAX_LANE_CONNS (plan.h) */
@@ -421,15 +410,18 @@ struct LLRun {
 
 /* Slow path of an LL wait on line v (expecting flags flag, flag2) of
  * connection rc: ACU_ERR_POISONED if the sender poisoned the tail,
- * ACU_ERR_MISMATCH if it posted a simple slot for this step (tail), wrote
+ * ACU_ERR_MISMATCH if it started this collective with another tag (op word),
+ * posted a simple slot for this step (tail), wrote
  * this step with another operation's tag, or a step a little ahead (counters
  * out of step: an earlier operation differed; a line left 2^31 steps ago
  * must not count); else 0. The step in 64 bits: the connection's counter at
  * the kernel's start (rc->step) plus what the 32-bit flag adds to it. */
-static __device__ uint32_t llOdd(uint4 v, uint32_t flag, uint32_t flag2, const acuConn* rc, uint64_t* tailOut) {
+static __device__ uint32_t llOdd(uint4 v, uint32_t flag, uint32_t flag2, const acuPhase* h, const acuConn* rc,
+                                 uint64_t* tailOut) {
   const uint64_t tail = ldRelaxed(rc->tail);
   *tailOut = tail;
   if (tail & ACU_POISON) return ACU_ERR_POISONED;
+  if (opDiffers(h, rc)) return ACU_ERR_MISMATCH;
   const uint64_t step = rc->step + (uint32_t)(flag - 1 - (uint32_t)rc->step);
   if (tail >= step + 1) return ACU_ERR_MISMATCH;
   if (v.y == flag ? v.w != flag2 : v.y - flag - 1 < (1u << 24)) return ACU_ERR_MISMATCH;
@@ -452,7 +444,7 @@ static __device__ uint2 llRead(const uint4* p, uint32_t flag, uint32_t flag2, co
     if (v.y == flag && v.w == flag2) break;
     if ((spins & 4095) == 4095) {
       uint64_t tail = 0;
-      const uint32_t e = sLLStop ? 0 : llOdd(v, flag, flag2, rc, &tail);
+      const uint32_t e = sLLStop ? 0 : llOdd(v, flag, flag2, h, rc, &tail);
       if (e == ACU_ERR_POISONED || (e && odd == e)) {
         acuFail(h, e, e == ACU_ERR_POISONED ? (int)(uint32_t)tail : rc->peer, flag, v.y);
         sLLStop = 1;
@@ -587,20 +579,6 @@ static __device__ __noinline__ void copyBytes(uint64_t bytes, const char* src, b
 }
 
 /* ---- waiting --------------------------------------------------------------- */
-static __device__ __forceinline__ uint64_t ldAcquire(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-static __device__ __forceinline__ void stVolatile(uint64_t* p, uint64_t v) {
-  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-static __device__ __forceinline__ uint64_t ldRelaxed(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
 /* A counter that passed the wait: false (reported) if a peer poisoned it
  * (ACU_POISON | the rank that found the mismatch). */
 static __device__ __forceinline__ bool notPoisoned(uint64_t x, const acuPhase* h) {
@@ -621,10 +599,11 @@ static __device__ bool llPosted(const acuConn* c, uint64_t st) {
 /* One thread: wait until *p >= v. Tails are read with acquire (the slot's
  * data follows); heads relaxed (they only free a slot for writing). Returns
  * false on abort, timeout, poison or an error of another lane (reported in
- * shared). llc: a simple receive's connection, checked on the slow path for
- * LL lines of step llStep (the sender ran the other protocol). */
+ * shared). oc: the connection waited on, whose peer's op word the slow path
+ * compares; llCheck: oc is a simple receive, checked for LL lines of step
+ * llStep (the sender ran the other protocol). */
 static __device__ bool waitAtLeast(const uint64_t* p, uint64_t v, const acuPhase* h, int peer, bool acquire = false,
-                                   const acuConn* llc = nullptr, uint64_t llStep = 0) {
+                                   const acuConn* oc = nullptr, bool llCheck = false, uint64_t llStep = 0) {
   uint64_t x = acquire ? ldAcquire(p) : ldRelaxed(p);
   if (x >= v) return notPoisoned(x, h);
   uint64_t start = 0;
@@ -632,7 +611,7 @@ static __device__ bool waitAtLeast(const uint64_t* p, uint64_t v, const acuPhase
     x = acquire ? ldAcquire(p) : ldRelaxed(p);
     if (x >= v) return notPoisoned(x, h);
     if ((spins & 1023) == 0) {
-      if (llc && llPosted(llc, llStep)) {
+      if (oc && ((llCheck && llPosted(oc, llStep)) || opDiffers(h, oc))) {
         acuFail(h, ACU_ERR_MISMATCH, peer, 0, 0);
         return false;
       }
@@ -707,7 +686,7 @@ static __device__ bool stepWait(const acuPhase* h, acuConn* rc, uint64_t rstep, 
   if (threadIdx.x == 0) {
     bool ok = true;
     if (rc) {
-      ok = waitAtLeast(rc->tail, rstep + 1, h, rc->peer, true, rc, rstep);
+      ok = waitAtLeast(rc->tail, rstep + 1, h, rc->peer, true, rc, true, rstep);
       if (ok) {
         /* the size word: bytes | the sender's operation tag << 32 */
         uint64_t got = *(volatile uint64_t*)&rc->sizes[rstep % rc->nslots];
@@ -721,7 +700,8 @@ static __device__ bool stepWait(const acuPhase* h, acuConn* rc, uint64_t rstep, 
     }
     sStop = !ok;
   } else if (threadIdx.x == 32) {
-    sStopSend = sc && !waitAtLeast(sc->head, sstep + 1 > sc->nslots ? sstep + 1 - sc->nslots : 0, h, sc->peer);
+    sStopSend =
+        sc && !waitAtLeast(sc->head, sstep + 1 > sc->nslots ? sstep + 1 - sc->nslots : 0, h, sc->peer, false, sc);
   }
   __syncthreads();
   return !(sStop | sStopSend);
@@ -885,7 +865,7 @@ static __device__ bool llSlice(const Blob& B, const acuLane* l, acuConn* conns, 
         if (!(sendMask >> c & 1)) continue;
         const acuConn* sc = &conns[c];
         uint64_t need = steps[c] > sc->nslots ? steps[c] - sc->nslots : 0;
-        if (!waitAtLeast(sc->head, need, h, sc->peer)) sStop = 1;
+        if (!waitAtLeast(sc->head, need, h, sc->peer, false, sc)) sStop = 1;
       }
     }
     __syncthreads();
@@ -920,7 +900,14 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
     if (ci[i] != 0xffff) conns[i] = h->conns[ci[i]];
     steps[i] = ci[i] == 0xffff ? 0 : conns[i].step;
   }
-  if (threadIdx.x == 0) sStop = sLLStop = 0; /* set once: a stop ends the kernel */
+  if (threadIdx.x == 0) {
+    sStop = sLLStop = 0; /* set once: a stop ends the kernel */
+    if (h->collSeq) {
+      const uint64_t w = (uint64_t)h->collSeq << 32 | h->sig;
+      stVolatile(h->opWord, w);
+      if ((h->flags & ACU_FLAG_HOST_OPWORD) && blockIdx.x == 0) h->shared->opWord = w;
+    }
+  }
   __syncthreads();
   char* scratch = (char*)l->scratch;
   for (uint64_t pos = l->begin; pos < l->end; pos += l->slice) {

@@ -139,6 +139,10 @@ struct ncclComm {
   struct acuTimeline* cuTimeline;    /* ANYCCL_CUDA_TIMELINE: host view ... */
   struct acuTimeline* cuTimelineDev; /* ... and device view, or NULL */
   int cuErrReported;
+  uint32_t cuCollSeq;             /* collectives launched (the op word's number; never 0 once used) */
+  uint32_t cuCurCollSeq;          /* the plan being encoded: its number, 0 if it holds send/recv */
+  uint32_t cuPendTag;             /* network proxy: the latest collective tag from another host, unchecked */
+  int cuPendPeer;                 /* ... and its sender */
   void* cuMbxStream;             /* private non-blocking stream: async reads of the mismatch mailbox */
   void* cuMbxEvent;
   int cuMbxPending;              /* a mailbox read is in flight */
@@ -182,6 +186,21 @@ ncclResult_t anycclDevCommCreate(struct ncclComm* comm, const struct ncclDevComm
                                  struct ncclDevComm* out);
 ncclResult_t anycclDevCommDestroy(struct ncclComm* comm, const struct ncclDevComm* devComm);
 void anycclLsaTeam(const struct ncclComm* comm, int* lsaSize, int* lsaRank);
+/* [p, p + bytes) inside an NCCL_WIN_COLL_SYMMETRIC window whose team is the
+ * whole communicator: peer[q] = the same place on rank q, as mapped here. */
+int anycclWinSymmetric(struct ncclComm* comm, const void* p, size_t bytes, char** peer);
+/* Symmetric-window collectives (backend/cuda_symm.c): 1 if the phase ran
+ * that way (launched, or failed into *res), 0 to take the FIFO path. */
+int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* stream, ncclResult_t* res);
+/* The segment's mismatch mailbox (+0), op word (+8) and symmetric-kernel
+ * barrier pads (+64) of rank q, as mapped here (cuda_exec.h). */
+char* anycclCudaMailbox(const struct ncclComm* comm, int q);
+/* A collective phase's operation tag (cuda_exec.h) for the plan being launched. */
+uint32_t anycclCudaPhaseTag(const struct ncclComm* comm, const struct anycclPhase* ph);
+/* The network proxy received a slot tagged `tag` from `peer` (0: none, look
+ * again at the one kept): a collective tag of the collective number the GPU
+ * runs, but another operation, is a mismatch (the kernels stop). */
+void anycclCudaSlotTag(struct ncclComm* comm, int peer, uint32_t tag);
 void anycclCudaAbort(struct ncclComm* comm);
 ncclResult_t anycclCudaAsyncError(struct ncclComm* comm);
 /* A remote peer reported a mismatch (proxy thread): the kernels stop as if poisoned by `peer`. */

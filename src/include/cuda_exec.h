@@ -45,8 +45,15 @@ struct acuShared {
   volatile uint32_t pad;
   volatile uint64_t expected, got; /* size mismatch details */
   volatile uint64_t mailbox;       /* host copy of this rank's device mailbox (polled by the host) */
+  volatile uint64_t poisonOut;     /* ACU_POISON | finder: the word the host copies into peers' mailboxes */
+  volatile uint64_t opWord;        /* ACU_FLAG_HOST_OPWORD: the op word of the collective the GPU runs */
 };
-enum { ACU_FLAG_FENCE_SC = 1 }; /* fence.sc.sys instead of fence.acq_rel.sys before a tail */
+/* FENCE_SC: fence.sc.sys instead of fence.acq_rel.sys before a tail;
+ * HOST_OPWORD: block 0 also writes the op word into acuShared, where the
+ * network proxy compares it with the tags of slots arriving from other
+ * hosts (a peer on another algorithm sends on connections this rank does
+ * not read: the same collective number with another tag is a mismatch). */
+enum { ACU_FLAG_FENCE_SC = 1, ACU_FLAG_HOST_OPWORD = 2 };
 /* SIZE: a slot of another size (expected/got: bytes); MISMATCH: data of
  * another operation (signature tag, LL lines where simple slots were due or
  * the reverse); POISONED: a peer stopped on a mismatch and poisoned its
@@ -54,8 +61,9 @@ enum { ACU_FLAG_FENCE_SC = 1 }; /* fence.sc.sys instead of fence.acq_rel.sys bef
 enum { ACU_ERR_NONE = 0, ACU_ERR_SIZE = 1, ACU_ERR_TIMEOUT = 2, ACU_ERR_MISMATCH = 3, ACU_ERR_POISONED = 4 };
 /* Mismatch detection (docs/failures.md): a simple slot's size word is
  * bytes | tag << 32, an LL line's second flag is its first (step + 1) xor
- * the tag. Collectives: ACU_TAG_COLL | 30-bit hash of (func, count, type, op,
- * root), in acuPhase.sig; send/recv: ACU_TAG_P2P | 24-bit hash of the whole
+ * the tag. Collectives: ACU_TAG_COLL | (collective number & 0xff) << 22 |
+ * 22-bit hash of (func, count, type, op, root), in acuPhase.sig (groups with
+ * send/recv: ACU_TAG_COLL | 30-bit hash); send/recv: ACU_TAG_P2P | 24-bit hash of the whole
  * send's bytes, carried in bits 40-63 of each acuOp.bytes. A stopping lane
  * writes ACU_POISON | rank into the tails and heads of its same-host
  * connections, and a 0-byte slot tagged ACU_TAG_POISON into its network
@@ -69,7 +77,15 @@ enum { ACU_ERR_NONE = 0, ACU_ERR_SIZE = 1, ACU_ERR_TIMEOUT = 2, ACU_ERR_MISMATCH
  * stopping lane also sets to ACU_POISON | finder: a rank whose kernel had
  * already finished (a broadcast root, a sender) learns the mismatch when its
  * host polls the word (ncclCommGetAsyncError, an async copy at most every
- * millisecond). */
+ * millisecond). The host of a rank that learnt of a mismatch copies the same
+ * word into the mailbox of every same-host peer, so that ranks the operation
+ * did not involve (send/recv between two others) learn it too.
+ *
+ * The next word is the rank's op word: (collective number << 32) | tag of the
+ * last collective whose kernel started. The slow path of a same-host wait
+ * reads the peer's: the same number with another tag is a mismatch, whatever
+ * protocol and connections each side waits on (LL lines on one side, simple
+ * slots on the other never meet). */
 
 enum { ACU_LANE_STEPS = 0, ACU_LANE_SEND, ACU_LANE_RECV, ACU_LANE_COPY };
 
@@ -157,10 +173,41 @@ struct acuPhase {
   struct acuTimeline* timeline; /* or NULL */
   uint32_t seq;        /* launch number (timeline records) */
   uint32_t sig;        /* collective's tag (ACU_TAG_COLL | hash); p2p lanes: per op */
+  uint64_t* opWord;    /* this rank's op word (its segment), written by each steps lane at start */
+  uint32_t collSeq;    /* collective number (1, 2, ...; same on every rank); 0: not a pure collective */
+  uint32_t pad32;
   /* then: struct acuLaneWire[nlanes], struct acuShape[nshapes],
    * struct acuStep[nsteps] (padded to 8), uint16_t conns[nconns] (padded
    * to 8), struct acuOp[nops] */
 };
+
+/* Collectives over symmetric windows (symm.cu, backend/cuda_symm.c): every
+ * rank's buffers at the same offset of NCCL_WIN_COLL_SYMMETRIC windows that
+ * the host's GPUs have mapped; one kernel of `blocks` blocks, no FIFO. The
+ * barrier pads sit in each rank's segment after the op word:
+ * pad[block * ACU_SYMM_MAX_RANKS + source], then the epochs [block]. */
+#define ACU_SYMM_MAX_RANKS 8
+#define ACU_SYMM_MAX_BLOCKS 64
+enum { ACU_SYMM_AR1 = 0, ACU_SYMM_AR2, ACU_SYMM_AG, ACU_SYMM_RS };
+struct acuSymm {
+  char* in[ACU_SYMM_MAX_RANKS];   /* every rank's input, as mapped here */
+  char* out[ACU_SYMM_MAX_RANKS];  /* every rank's output */
+  uint64_t* pads[ACU_SYMM_MAX_RANKS];
+  const uint64_t* mailboxes[ACU_SYMM_MAX_RANKS]; /* peers' mailbox words (op word at +1); mine NULL */
+  uint64_t* epoch;     /* this rank's barrier counts per block */
+  uint64_t* opWord;    /* this rank's op word */
+  struct acuShared* shared;
+  uint64_t timeoutNs;  /* 0 = wait forever */
+  uint64_t count;      /* all-reduce: elements; reduce-scatter: elements per rank; all-gather: bytes per rank */
+  uint64_t chunk;      /* two-shot all-reduce: elements each rank reduces (a whole number of vectors) */
+  uint32_t sig, collSeq; /* as acuPhase */
+  int32_t nranks, rank;
+  uint8_t algo;        /* ACU_SYMM_* */
+  uint8_t type;        /* ncclDataType_t: float, half or bfloat16 (reductions) */
+  uint8_t vec;         /* every pointer and rank offset a multiple of 16 bytes */
+  uint8_t pad8[5];
+};
+#define ACU_SYMM_PAD_BYTES (ACU_SYMM_MAX_BLOCKS * ACU_SYMM_MAX_RANKS * 8 + ACU_SYMM_MAX_BLOCKS * 8)
 
 /* Blob capacities. A launch takes the kernel of the smallest size class that
  * holds its blob (1, 2, 4, 8, 16 or 32 KB: exec.cu): the GPU copies the whole
@@ -221,6 +268,8 @@ ACU_FN int acuCaptureModeExchange(int mode);
 /* ---- executor (src/cuda/exec.cu) ---------------------------------------- */
 /* Launch one phase blob on `stream` with `grid` blocks; returns a CUDA error. */
 ACU_FN int acuLaunchPhase(const struct acuPhase* blob, void* stream);
+/* Launch a symmetric-window collective (symm.cu). */
+ACU_FN int acuLaunchSymm(const struct acuSymm* a, int blocks, int threads, void* stream);
 
 #ifdef __cplusplus
 }

@@ -118,6 +118,7 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     uint32_t tag = (uint32_t)rtag; /* the operation tag of the slot (transport.h) */
     c->ctrl->sizes[slot] = anycclSizeWord(got, tag);
     if (tag == ANYCCL_TAG_POISON) anycclMismatchRemote(p->comm, c->peer, c->buf + slot * c->slotBytes, got);
+    else if (p->comm->cuda) anycclCudaSlotTag(p->comm, c->peer, tag);
     nc->done++;
     __atomic_store_n(&c->ctrl->tail, nc->done, __ATOMIC_RELEASE);
     if (p->comm->bell) anycclBellRing(p->comm->bell);
@@ -184,6 +185,7 @@ static void* proxyMain(void* arg) {
     }
     if (p->polling && progressed) active = ncclSocketClockMs();
     if (progressed) continue;
+    if (comm->cuda) anycclCudaSlotTag(comm, -1, 0); /* a tag that came before the GPU reached its collective */
     if (p->polling && ncclSocketClockMs() - active < GPU_ACTIVE_MS) {
       sched_yield();
       continue;

@@ -212,8 +212,15 @@ def worker(rank, world, port, out, q):
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
     ck = Checker(rank)
     err = None
+    t0 = time.time()
+
+    def say(what):  # rank 0's progress: where a run that times out stopped
+        if rank == 0:
+            print(f"  [{time.time() - t0:6.1f} s] {what}", flush=True)
     try:
+        say("process group up")
         collectives(ck, rank, world, None, list(range(world)), dev, "world")
+        say("world collectives done")
         even = [r for r in range(world) if r % 2 == 0]
         odd = [r for r in range(world) if r % 2 == 1]
         ge = dist.new_group(even)
@@ -223,8 +230,11 @@ def worker(rank, world, port, out, q):
         elif go is not None:
             collectives(ck, rank, world, go, odd, dev, "odd")
         dist.barrier(device_ids=[dev.index])
+        say("sub-group collectives done")
         losses = ddp_losses(rank, world, dev)
+        say("DDP done")
         t = timings(dev)
+        say("timings done")
     except Exception as e:  # reported, never hidden
         err = f"rank {rank}: {type(e).__name__}: {e}"
         losses, t = [], {}

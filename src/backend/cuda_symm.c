@@ -1,0 +1,84 @@
+/* Collectives over symmetric windows on GPUs: the host half of
+ * src/cuda/symm.cu. A phase qualifies when the user's buffers lie in
+ * NCCL_WIN_COLL_SYMMETRIC windows (ncclCommWindowRegister, as nccl-tests -R
+ * 2 and PyTorch's symmetric memory do) whose team is the whole communicator
+ * on one host, and it is an all-reduce or reduce-scatter summing float,
+ * half or bfloat16, or an all-gather of any type, of at most
+ * ANYCCL_CUDA_SYMM_MAX bytes. Window registration is collective and the
+ * choice depends only on the call's arguments, so every rank decides alike
+ * (as with NCCL, a program that registers on some ranks only is wrong; its
+ * waits end at ANYCCL_OP_TIMEOUT or at the op-word check). */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "checks.h"
+#include "comm.h"
+#include "cuda_exec.h"
+#include "debug.h"
+#include "param.h"
+#include "plan.h"
+
+static int symmType(ncclDataType_t t) { return t == ncclFloat32 || t == ncclFloat16 || t == ncclBfloat16; }
+
+int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* stream, ncclResult_t* res) {
+  const int n = comm->nRanks;
+  if (comm->windows == NULL || n < 2 || n > ACU_SYMM_MAX_RANKS || !anycclParamInt(PARAM_CUDA_SYMM) || !acuLaunchSymm)
+    return 0;
+  const int func = ph->func;
+  const int reduce = func == FUNC_ALLREDUCE || func == FUNC_REDUCESCATTER;
+  if (func != FUNC_ALLREDUCE && func != FUNC_ALLGATHER && func != FUNC_REDUCESCATTER) return 0;
+  if (reduce && (ph->op.op != anycclDevSum || ph->scalarPtr || !symmType(ph->op.type))) return 0;
+  const size_t es = ph->elemSize, bytes = ph->count * es;
+  const size_t inBytes = func == FUNC_REDUCESCATTER ? bytes * n : bytes;
+  const size_t outBytes = func == FUNC_ALLGATHER ? bytes * n : bytes;
+  const size_t most = inBytes > outBytes ? inBytes : outBytes;
+  if (bytes == 0 || most > (size_t)anycclParamInt(PARAM_CUDA_SYMM_MAX)) return 0;
+  for (int q = 0; q < n; q++)
+    if (anycclCudaMailbox(comm, q) == NULL) return 0; /* a peer not mapped here */
+  struct acuSymm a;
+  memset(&a, 0, sizeof(a));
+  if (!anycclWinSymmetric(comm, ph->in, inBytes, a.in) || !anycclWinSymmetric(comm, ph->out, outBytes, a.out))
+    return 0;
+
+  const size_t vecElems = 16 / es;
+  int vec = 1;
+  for (int q = 0; q < n; q++) vec &= ((uintptr_t)a.in[q] % 16 == 0) && ((uintptr_t)a.out[q] % 16 == 0);
+  if (func != FUNC_ALLREDUCE) vec &= bytes % 16 == 0; /* rank blocks start at rank * bytes */
+  a.algo = func == FUNC_ALLGATHER ? ACU_SYMM_AG
+           : func == FUNC_REDUCESCATTER ? ACU_SYMM_RS
+           /* in place, one-shot would overwrite an input its peers still read */
+           : bytes <= (size_t)anycclParamInt(PARAM_CUDA_SYMM_ONESHOT) && ph->in != ph->out ? ACU_SYMM_AR1
+                                                                                         : ACU_SYMM_AR2;
+  /* two-shot: each rank's share a whole number of vectors */
+  a.chunk = ((ph->count + n - 1) / n + vecElems - 1) / vecElems * vecElems;
+  a.count = func == FUNC_ALLGATHER ? bytes : ph->count;
+  for (int q = 0; q < n; q++) {
+    char* mb = anycclCudaMailbox(comm, q);
+    a.pads[q] = (uint64_t*)(mb + 64);
+    a.mailboxes[q] = q == comm->rank ? NULL : (const uint64_t*)mb;
+  }
+  char* mine = anycclCudaMailbox(comm, comm->rank);
+  a.opWord = (uint64_t*)(mine + 8);
+  a.epoch = (uint64_t*)(mine + 64) + ACU_SYMM_MAX_BLOCKS * ACU_SYMM_MAX_RANKS;
+  a.shared = comm->cuSharedDev;
+  a.timeoutNs = comm->opTimeoutSec > 0 ? (uint64_t)comm->opTimeoutSec * 1000000000ull : 0;
+  a.sig = anycclCudaPhaseTag(comm, ph);
+  a.collSeq = comm->cuCurCollSeq;
+  a.nranks = n;
+  a.rank = comm->rank;
+  a.type = (uint8_t)ph->op.type;
+  a.vec = (uint8_t)vec;
+  /* blocks: the work each does (the part of the data this rank moves) */
+  size_t work = a.algo == ACU_SYMM_AR2 ? (size_t)a.chunk * es : bytes;
+  size_t per = (size_t)anycclParamInt(PARAM_CUDA_SYMM_BLOCK_BYTES);
+  size_t blocks = per ? (work + per - 1) / per : 1;
+  if (blocks < 1) blocks = 1;
+  if (blocks > ACU_SYMM_MAX_BLOCKS) blocks = ACU_SYMM_MAX_BLOCKS;
+  int e = acuLaunchSymm(&a, (int)blocks, ACU_THREADS, stream);
+  if (e != 0) {
+    WARN("%s: symmetric-window kernel launch on stream %p failed: %s (%d); is the stream valid and on device %d?",
+         anycclFuncName(func), stream, acuErrorString(e), e, comm->cudaDev);
+    *res = ncclUnhandledCudaError;
+  }
+  return 1;
+}

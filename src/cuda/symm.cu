@@ -1,0 +1,249 @@
+/* Collectives over symmetric windows (NCCL_WIN_COLL_SYMMETRIC, nccl-tests
+ * -R 2): when every rank's buffers sit at the same offset of a window that
+ * every GPU of the host has mapped, all-reduce, all-gather and
+ * reduce-scatter need no FIFO: each block reads its peers' inputs and
+ * writes results straight into their outputs over NVLink, between two
+ * barriers.
+ *
+ *   one-shot all-reduce  each rank reduces the whole vector from every
+ *                        rank's input into its own output (small sizes:
+ *                        one round trip of loads);
+ *   two-shot all-reduce  rank r reduces its 1/n of the vector and stores the
+ *                        result into every rank's output;
+ *   reduce-scatter       rank r reduces its block from every rank's input;
+ *   all-gather           rank r stores its input into every rank's output.
+ *
+ * Block b of every rank covers the same part of the data, so it meets only
+ * the blocks b of its peers: the start barrier (a peer's kernel has started:
+ * its input is ready and its output free), the end barrier (every store into
+ * my output has landed and nobody reads my input any more). A barrier is a
+ * 64-bit count per (block, source) in each rank's segment (cuda_exec.h); the
+ * counts grow by one a barrier, from a per-block epoch the kernel keeps in
+ * device memory, so CUDA graph replays stay in step. Waits are bounded and
+ * compare the peers' op words like every other wait (wait.cuh).
+ *
+ * Sums of 16-bit floats accumulate in float; every rank adds the inputs in
+ * rank order, so all ranks hold bit-identical results. Instantiations: three
+ * element types for the reductions, one byte copy for all-gather. */
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include "cuda_exec.h"
+#include "wait.cuh"
+
+namespace {
+
+enum { T_F16 = 6, T_F32 = 7, T_BF16 = 9 }; /* ncclDataType_t values */
+
+template <int TY> struct V; /* a 16-byte vector as up to 8 floats */
+template <> struct V<T_F32> {
+  static constexpr int N = 4;
+  typedef float E;
+  static __device__ __forceinline__ void add(float* a, uint4 x, bool first) {
+    const float f[4] = {__uint_as_float(x.x), __uint_as_float(x.y), __uint_as_float(x.z), __uint_as_float(x.w)};
+#pragma unroll
+    for (int i = 0; i < 4; i++) a[i] = first ? f[i] : a[i] + f[i];
+  }
+  static __device__ __forceinline__ uint4 pack(const float* a) {
+    return make_uint4(__float_as_uint(a[0]), __float_as_uint(a[1]), __float_as_uint(a[2]), __float_as_uint(a[3]));
+  }
+  static __device__ __forceinline__ float ld(const E* p) { return *p; }
+  static __device__ __forceinline__ E st(float f) { return f; }
+};
+static __device__ __forceinline__ float2 toF2(__half2 h) { return __half22float2(h); }
+static __device__ __forceinline__ float2 toF2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+static __device__ __forceinline__ void fromF2(float x, float y, __half2* h) { *h = __floats2half2_rn(x, y); }
+static __device__ __forceinline__ void fromF2(float x, float y, __nv_bfloat162* h) { *h = __floats2bfloat162_rn(x, y); }
+template <typename H2, typename H> struct V16 {
+  static constexpr int N = 8;
+  typedef H E;
+  static __device__ __forceinline__ float2 up(uint32_t w) {
+    H2 h;
+    memcpy(&h, &w, 4);
+    return toF2(h);
+  }
+  static __device__ __forceinline__ uint32_t down(float x, float y) {
+    H2 h;
+    fromF2(x, y, &h);
+    uint32_t w;
+    memcpy(&w, &h, 4);
+    return w;
+  }
+  static __device__ __forceinline__ void add(float* a, uint4 x, bool first) {
+    const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      float2 f = up(w[i]);
+      a[2 * i] = first ? f.x : a[2 * i] + f.x;
+      a[2 * i + 1] = first ? f.y : a[2 * i + 1] + f.y;
+    }
+  }
+  static __device__ __forceinline__ uint4 pack(const float* a) {
+    return make_uint4(down(a[0], a[1]), down(a[2], a[3]), down(a[4], a[5]), down(a[6], a[7]));
+  }
+  static __device__ __forceinline__ float ld(const E* p) { return (float)*p; }
+  static __device__ __forceinline__ E st(float f) { return (E)f; }
+};
+template <> struct V<T_F16> : V16<__half2, __half> {};
+template <> struct V<T_BF16> : V16<__nv_bfloat162, __nv_bfloat16> {};
+
+/* The barrier of block b: signal every peer's count for (b, me), then wait
+ * until each peer's count for (b, peer) in my pad reaches e. False (after
+ * the report) on abort, timeout or a peer that started another collective. */
+__device__ bool barrier(const acuSymm& a, uint64_t e) {
+  __syncthreads();
+  const int p = threadIdx.x;
+  bool ok = true;
+  if (p < a.nranks && p != a.rank) {
+    __threadfence_system(); /* the block's stores into peers (ordered by the barrier) before the count */
+    stVolatile(a.pads[p] + blockIdx.x * ACU_SYMM_MAX_RANKS + a.rank, e);
+    const uint64_t* mine = a.pads[a.rank] + blockIdx.x * ACU_SYMM_MAX_RANKS + p;
+    uint64_t start = 0;
+    for (uint32_t spins = 0; ldAcquire(mine) < e; spins++) {
+      if ((spins & 1023) != 1023) continue;
+      if (acuOpDiffers(a.collSeq, a.sig, a.mailboxes[p])) {
+        if (a.shared->err == ACU_ERR_NONE) {
+          a.shared->errPeer = p;
+          a.shared->err = ACU_ERR_MISMATCH;
+          __threadfence_system();
+        }
+        ok = false;
+        break;
+      }
+      if (!acuKeepWaiting(a.shared, a.timeoutNs, &start, p)) {
+        ok = false;
+        break;
+      }
+    }
+  }
+  return __syncthreads_and(ok);
+}
+
+/* The block's share [beg, end) of `total` units; shares start at multiples
+ * of `al` (a vector's elements), so that only the last may end mid-vector. */
+__device__ __forceinline__ void share(uint64_t total, uint64_t al, uint64_t* beg, uint64_t* end) {
+  const uint64_t per = ((total + gridDim.x - 1) / gridDim.x + al - 1) / al * al;
+  *beg = per * blockIdx.x < total ? per * blockIdx.x : total;
+  *end = *beg + per < total ? *beg + per : total;
+}
+
+/* Element k of the sum over ranks of in[inOff + k], stored at outOff + k in
+ * every rank's output (`all`) or mine. */
+template <int TY>
+__device__ __forceinline__ void reduceOne(const acuSymm& a, uint64_t inOff, uint64_t outOff, uint64_t k, bool all) {
+  typedef typename V<TY>::E E;
+  float s = 0;
+  for (int q = 0; q < a.nranks; q++) s += V<TY>::ld((const E*)a.in[q] + inOff + k);
+  for (int q = all ? 0 : a.rank; q < (all ? a.nranks : a.rank + 1); q++) ((E*)a.out[q])[outOff + k] = V<TY>::st(s);
+}
+
+/* Elements [beg, end) (beg a whole vector's start when a.vec). */
+template <int TY>
+__device__ void reduceRange(const acuSymm& a, uint64_t inOff, uint64_t outOff, uint64_t beg, uint64_t end, bool all) {
+  typedef V<TY> W;
+  typedef typename W::E E;
+  constexpr int U = 2;
+  const int n = a.nranks;
+  uint64_t tail = beg;
+  if (a.vec) {
+    const uint64_t vb = beg / W::N, ve = end / W::N;
+    const uint4* in[ACU_SYMM_MAX_RANKS];
+#pragma unroll
+    for (int q = 0; q < ACU_SYMM_MAX_RANKS; q++) in[q] = q < n ? (const uint4*)((const E*)a.in[q] + inOff) : nullptr;
+    for (uint64_t v = vb + threadIdx.x; v < ve; v += (uint64_t)blockDim.x * U) {
+      uint4 x[U][ACU_SYMM_MAX_RANKS];
+#pragma unroll
+      for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int q = 0; q < ACU_SYMM_MAX_RANKS; q++)
+          if (q < n && v + (uint64_t)u * blockDim.x < ve) x[u][q] = __ldcg(in[q] + v + (uint64_t)u * blockDim.x);
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const uint64_t j = v + (uint64_t)u * blockDim.x;
+        if (j >= ve) continue;
+        float acc[8];
+#pragma unroll
+        for (int q = 0; q < ACU_SYMM_MAX_RANKS; q++)
+          if (q < n) W::add(acc, x[u][q], q == 0);
+        const uint4 r = W::pack(acc);
+#pragma unroll
+        for (int q = 0; q < ACU_SYMM_MAX_RANKS; q++)
+          if (q < n && (all || q == a.rank)) ((uint4*)((E*)a.out[q] + outOff))[j] = r;
+      }
+    }
+    tail = ve * W::N > beg ? ve * W::N : beg;
+  }
+  for (uint64_t k = tail + threadIdx.x; k < end; k += blockDim.x) reduceOne<TY>(a, inOff, outOff, k, all);
+}
+
+template <int TY>
+__device__ void reduceAlgo(const acuSymm& a) {
+  uint64_t beg, end;
+  const uint64_t al = a.vec ? V<TY>::N : 1;
+  if (a.algo == ACU_SYMM_AR1) {
+    share(a.count, al, &beg, &end);
+    reduceRange<TY>(a, 0, 0, beg, end, false);
+  } else if (a.algo == ACU_SYMM_AR2) {
+    const uint64_t c0 = a.chunk * a.rank < a.count ? a.chunk * a.rank : a.count;
+    const uint64_t c1 = c0 + a.chunk < a.count ? c0 + a.chunk : a.count;
+    share(c1 - c0, al, &beg, &end);
+    reduceRange<TY>(a, c0, c0, beg, end, true);
+  } else { /* reduce-scatter: my block of every input into my output */
+    share(a.count, al, &beg, &end);
+    reduceRange<TY>(a, a.count * a.rank, 0, beg, end, false);
+  }
+}
+
+/* All-gather: my input's bytes into every rank's output at rank * count. */
+__device__ void gatherPush(const acuSymm& a) {
+  uint64_t beg, end;
+  share(a.count, a.vec ? 16 : 1, &beg, &end); /* bytes */
+  const int n = a.nranks;
+  const uint64_t off = a.count * a.rank;
+  const char* src = (const char*)a.in[a.rank];
+  uint64_t tail = beg;
+  if (a.vec) {
+    constexpr int U = 4;
+    const uint64_t vb = beg / 16, ve = end / 16;
+    for (uint64_t v = vb + threadIdx.x; v < ve; v += (uint64_t)blockDim.x * U) {
+      uint4 x[U];
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (v + (uint64_t)u * blockDim.x < ve) x[u] = ((const uint4*)src)[v + (uint64_t)u * blockDim.x];
+#pragma unroll
+      for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int q = 0; q < ACU_SYMM_MAX_RANKS; q++)
+          if (q < n && v + (uint64_t)u * blockDim.x < ve) ((uint4*)(a.out[q] + off))[v + (uint64_t)u * blockDim.x] = x[u];
+    }
+    tail = ve * 16 > beg ? ve * 16 : beg;
+  }
+  for (uint64_t k = tail + threadIdx.x; k < end; k += blockDim.x)
+    for (int q = 0; q < n; q++) a.out[q][off + k] = src[k];
+}
+
+__global__ void __launch_bounds__(ACU_THREADS, 1) symmKernel(const __grid_constant__ acuSymm a) {
+  __shared__ uint64_t e0;
+  if (threadIdx.x == 0) {
+    e0 = a.epoch[blockIdx.x];
+    if (a.collSeq) stVolatile(a.opWord, (uint64_t)a.collSeq << 32 | a.sig);
+  }
+  __syncthreads();
+  if (!barrier(a, e0 + 1)) return;
+  switch (a.algo == ACU_SYMM_AG ? -1 : (int)a.type) {
+    case -1: gatherPush(a); break;
+    case T_F16: reduceAlgo<T_F16>(a); break;
+    case T_BF16: reduceAlgo<T_BF16>(a); break;
+    default: reduceAlgo<T_F32>(a); break;
+  }
+  if (!barrier(a, e0 + 2)) return;
+  if (threadIdx.x == 0) a.epoch[blockIdx.x] = e0 + 2;
+}
+
+} // namespace
+
+extern "C" int acuLaunchSymm(const struct acuSymm* a, int blocks, int threads, void* stream) {
+  symmKernel<<<dim3(blocks), dim3(threads), 0, (cudaStream_t)stream>>>(*a);
+  return cudaGetLastError();
+}
