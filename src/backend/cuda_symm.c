@@ -74,6 +74,16 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   size_t blocks = per ? (work + per - 1) / per : 1;
   if (blocks < 1) blocks = 1;
   if (blocks > ACU_SYMM_MAX_BLOCKS) blocks = ACU_SYMM_MAX_BLOCKS;
+  /* small: LL lines, a.count in bytes (a rank's message), 256+ lines a block */
+  const size_t llMax = (size_t)ACU_SYMM_LL_BLOCKS * ACU_SYMM_LL_LINES * 8;
+  const int64_t ll = anycclParamInt(PARAM_CUDA_SYMM_LL);
+  if (ll > 0 && bytes <= (size_t)ll && bytes <= llMax) {
+    a.algo = func == FUNC_ALLGATHER ? ACU_SYMM_LL_AG : func == FUNC_REDUCESCATTER ? ACU_SYMM_LL_RS : ACU_SYMM_LL_AR;
+    a.count = bytes;
+    const size_t lines = (bytes + 7) / 8;
+    blocks = (lines + 255) / 256;
+    if (blocks > ACU_SYMM_LL_BLOCKS) blocks = ACU_SYMM_LL_BLOCKS;
+  }
   int e = acuLaunchSymm(&a, (int)blocks, ACU_THREADS, stream);
   if (e != 0) {
     WARN("%s: symmetric-window kernel launch on stream %p failed: %s (%d); is the stream valid and on device %d?",

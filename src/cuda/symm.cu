@@ -91,12 +91,14 @@ template <> struct V<T_BF16> : V16<__nv_bfloat162, __nv_bfloat16> {};
 /* The barrier of block b: signal every peer's count for (b, me), then wait
  * until each peer's count for (b, peer) in my pad reaches e. False (after
  * the report) on abort, timeout or a peer that started another collective. */
-__device__ bool barrier(const acuSymm& a, uint64_t e) {
+__device__ bool barrier(const acuSymm& a, uint64_t e, bool release) {
   __syncthreads();
   const int p = threadIdx.x;
   bool ok = true;
   if (p < a.nranks && p != a.rank) {
-    __threadfence_system(); /* the block's stores into peers (ordered by the barrier) before the count */
+    /* the block's loads and its stores into peers (ordered by the barrier)
+     * before the count; the start barrier orders nothing */
+    if (release) asm volatile("fence.acq_rel.sys;" ::: "memory");
     stVolatile(a.pads[p] + blockIdx.x * ACU_SYMM_MAX_RANKS + a.rank, e);
     const uint64_t* mine = a.pads[a.rank] + blockIdx.x * ACU_SYMM_MAX_RANKS + p;
     uint64_t start = 0;
@@ -223,21 +225,172 @@ __device__ void gatherPush(const acuSymm& a) {
     for (int q = 0; q < n; q++) a.out[q][off + k] = src[k];
 }
 
+/* ---- LL: small collectives without barriers ------------------------------
+ * Rank r stores each 8 bytes its peer p needs as a 16-byte line {data, flag,
+ * data, flag} into p's LL area (block b, parity, source r), in one store,
+ * and polls its own area for its peers' lines. The flag is the block's LL
+ * count + 1, so lines of an earlier use never match. A parity is stored
+ * into again only two uses later: by then this rank has read the peer's
+ * lines of the use in between, which the peer stored after it had read the
+ * older ones. Each thread reads what it stores, so no block ever waits at a
+ * barrier, and there is no fence. */
+__shared__ int sStop;
+
+template <int TY> struct P; /* 8 bytes as floats */
+template <> struct P<T_F32> {
+  static __device__ __forceinline__ void add(float* a, uint2 x, bool first) {
+    a[0] = first ? __uint_as_float(x.x) : a[0] + __uint_as_float(x.x);
+    a[1] = first ? __uint_as_float(x.y) : a[1] + __uint_as_float(x.y);
+  }
+  static __device__ __forceinline__ uint2 pack(const float* a) {
+    return make_uint2(__float_as_uint(a[0]), __float_as_uint(a[1]));
+  }
+};
+template <class W> struct P16 {
+  static __device__ __forceinline__ void add(float* a, uint2 x, bool first) {
+    const float2 f = W::up(x.x), g = W::up(x.y);
+    a[0] = first ? f.x : a[0] + f.x;
+    a[1] = first ? f.y : a[1] + f.y;
+    a[2] = first ? g.x : a[2] + g.x;
+    a[3] = first ? g.y : a[3] + g.y;
+  }
+  static __device__ __forceinline__ uint2 pack(const float* a) { return make_uint2(W::down(a[0], a[1]), W::down(a[2], a[3])); }
+};
+template <> struct P<T_F16> : P16<V<T_F16>> {};
+template <> struct P<T_BF16> : P16<V<T_BF16>> {};
+
+__device__ __forceinline__ uint2 ld8(const char* p, int len) {
+  uint2 v = make_uint2(0, 0);
+  if (len == 8 && ((uintptr_t)p & 7) == 0) return *(const uint2*)p;
+  memcpy(&v, p, len);
+  return v;
+}
+__device__ __forceinline__ void st8(char* p, uint2 v, int len) {
+  if (len == 8 && ((uintptr_t)p & 7) == 0) *(uint2*)p = v;
+  else memcpy(p, &v, len);
+}
+/* Line `i` of block b's area for (parity, source) in `owner`'s segment. */
+__device__ __forceinline__ uint4* llLine(const acuSymm& a, int owner, uint32_t flag, int src, uint64_t i) {
+  uint4* base = (uint4*)((char*)a.pads[owner] + ACU_SYMM_PAD_BYTES);
+  return base + ((uint64_t)(blockIdx.x * 2 + (flag & 1)) * ACU_SYMM_MAX_RANKS + src) * ACU_SYMM_LL_LINES + i;
+}
+__device__ __forceinline__ void llPut(uint4* p, uint2 d, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(d.x), "r"(flag), "r"(d.y), "r"(flag)
+               : "memory");
+}
+/* Poll my line from `src` until it carries `flag`. False on abort, timeout,
+ * a peer in another collective (reported) or another thread's stop. */
+__device__ bool llGet(const acuSymm& a, uint32_t flag, int src, uint64_t i, uint2* d) {
+  const uint4* p = llLine(a, a.rank, flag, src, i);
+  uint64_t start = 0;
+  for (uint32_t spins = 0;; spins++) {
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
+    if (v.y == flag && v.w == flag) {
+      *d = make_uint2(v.x, v.z);
+      return true;
+    }
+    if ((spins & 1023) != 1023) continue;
+    if (*(volatile int*)&sStop) return false;
+    if (acuOpDiffers(a.collSeq, a.sig, a.mailboxes[src])) {
+      if (a.shared->err == ACU_ERR_NONE) {
+        a.shared->errPeer = src;
+        a.shared->err = ACU_ERR_MISMATCH;
+        __threadfence_system();
+      }
+      sStop = 1;
+      return false;
+    }
+    if (!acuKeepWaiting(a.shared, a.timeoutNs, &start, src)) {
+      sStop = 1;
+      return false;
+    }
+  }
+}
+
+template <int TY>
+__device__ void llReduce(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
+  const int n = a.nranks, r = a.rank;
+  const bool rs = a.algo == ACU_SYMM_LL_RS;
+  const char* in = a.in[r];
+  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
+    const int len = bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
+    for (int p = 0; p < n; p++)
+      if (p != r) llPut(llLine(a, p, flag, r, i - lb), ld8(in + (rs ? bytes * p : 0) + i * 8, len), flag);
+    float acc[4];
+    for (int q = 0; q < n; q++) {
+      uint2 x;
+      if (q == r) x = ld8(in + (rs ? bytes * r : 0) + i * 8, len);
+      else if (!llGet(a, flag, q, i - lb, &x)) return;
+      P<TY>::add(acc, x, q == 0);
+    }
+    st8(a.out[r] + i * 8, P<TY>::pack(acc), len);
+  }
+}
+
+__device__ void llGather(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
+  const int n = a.nranks, r = a.rank;
+  char* out = a.out[r];
+  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
+    const int len = bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
+    const uint2 mine = ld8(a.in[r] + i * 8, len);
+    for (int p = 0; p < n; p++)
+      if (p != r) llPut(llLine(a, p, flag, r, i - lb), mine, flag);
+    st8(out + bytes * r + i * 8, mine, len);
+    for (int q = 0; q < n; q++) {
+      uint2 x;
+      if (q == r) continue;
+      if (!llGet(a, flag, q, i - lb, &x)) return;
+      st8(out + bytes * q + i * 8, x, len);
+    }
+  }
+}
+
+/* a.count: the bytes each rank sends each peer (all-reduce: the vector). */
+__device__ void llAlgo(const acuSymm& a) {
+  __shared__ uint32_t sFlag;
+  uint64_t* epoch = a.epoch + ACU_SYMM_MAX_BLOCKS + blockIdx.x;
+  if (threadIdx.x == 0) {
+    sFlag = (uint32_t)*epoch + 1;
+    *epoch = sFlag;
+    sStop = 0;
+    if (a.collSeq) stVolatile(a.opWord, (uint64_t)a.collSeq << 32 | a.sig);
+  }
+  __syncthreads();
+  const uint64_t bytes = a.count, lines = (bytes + 7) / 8;
+  const uint64_t per = (lines + gridDim.x - 1) / gridDim.x;
+  const uint64_t lb = per * blockIdx.x < lines ? per * blockIdx.x : lines;
+  const uint64_t le = lb + per < lines ? lb + per : lines;
+  switch (a.algo == ACU_SYMM_LL_AG ? -1 : (int)a.type) {
+    case -1: llGather(a, sFlag, lb, le, bytes); break;
+    case T_F16: llReduce<T_F16>(a, sFlag, lb, le, bytes); break;
+    case T_BF16: llReduce<T_BF16>(a, sFlag, lb, le, bytes); break;
+    default: llReduce<T_F32>(a, sFlag, lb, le, bytes); break;
+  }
+}
+
 __global__ void __launch_bounds__(ACU_THREADS, 1) symmKernel(const __grid_constant__ acuSymm a) {
+  if (a.algo >= ACU_SYMM_LL_AR) {
+    llAlgo(a);
+    return;
+  }
   __shared__ uint64_t e0;
   if (threadIdx.x == 0) {
     e0 = a.epoch[blockIdx.x];
     if (a.collSeq) stVolatile(a.opWord, (uint64_t)a.collSeq << 32 | a.sig);
   }
   __syncthreads();
-  if (!barrier(a, e0 + 1)) return;
+  if (!barrier(a, e0 + 1, false)) return;
   switch (a.algo == ACU_SYMM_AG ? -1 : (int)a.type) {
     case -1: gatherPush(a); break;
     case T_F16: reduceAlgo<T_F16>(a); break;
     case T_BF16: reduceAlgo<T_BF16>(a); break;
     default: reduceAlgo<T_F32>(a); break;
   }
-  if (!barrier(a, e0 + 2)) return;
+  if (!barrier(a, e0 + 2, true)) return;
   if (threadIdx.x == 0) a.epoch[blockIdx.x] = e0 + 2;
 }
 

@@ -185,10 +185,16 @@ struct acuPhase {
  * rank's buffers at the same offset of NCCL_WIN_COLL_SYMMETRIC windows that
  * the host's GPUs have mapped; one kernel of `blocks` blocks, no FIFO. The
  * barrier pads sit in each rank's segment after the op word:
- * pad[block * ACU_SYMM_MAX_RANKS + source], then the epochs [block]. */
+ * pad[block * ACU_SYMM_MAX_RANKS + source], then the epochs [block], the LL
+ * epochs [block], then the LL lines [block][parity][source][line] that
+ * peers store into (16 bytes: two 4-byte halves of data, each with the flag).
+ * Small collectives (ACU_SYMM_LL_*) need no barrier: each rank stores its
+ * lines into its peers' LL areas and polls its own. */
 #define ACU_SYMM_MAX_RANKS 8
-#define ACU_SYMM_MAX_BLOCKS 64
-enum { ACU_SYMM_AR1 = 0, ACU_SYMM_AR2, ACU_SYMM_AG, ACU_SYMM_RS };
+#define ACU_SYMM_MAX_BLOCKS 128
+#define ACU_SYMM_LL_BLOCKS 16
+#define ACU_SYMM_LL_LINES 1024 /* per block, parity and source: 8 KB of data */
+enum { ACU_SYMM_AR1 = 0, ACU_SYMM_AR2, ACU_SYMM_AG, ACU_SYMM_RS, ACU_SYMM_LL_AR, ACU_SYMM_LL_AG, ACU_SYMM_LL_RS };
 struct acuSymm {
   char* in[ACU_SYMM_MAX_RANKS];   /* every rank's input, as mapped here */
   char* out[ACU_SYMM_MAX_RANKS];  /* every rank's output */
@@ -207,7 +213,8 @@ struct acuSymm {
   uint8_t vec;         /* every pointer and rank offset a multiple of 16 bytes */
   uint8_t pad8[5];
 };
-#define ACU_SYMM_PAD_BYTES (ACU_SYMM_MAX_BLOCKS * ACU_SYMM_MAX_RANKS * 8 + ACU_SYMM_MAX_BLOCKS * 8)
+#define ACU_SYMM_PAD_BYTES (ACU_SYMM_MAX_BLOCKS * ACU_SYMM_MAX_RANKS * 8 + 2 * ACU_SYMM_MAX_BLOCKS * 8)
+#define ACU_SYMM_LL_BYTES ((size_t)ACU_SYMM_LL_BLOCKS * 2 * ACU_SYMM_MAX_RANKS * ACU_SYMM_LL_LINES * 16)
 
 /* Blob capacities. A launch takes the kernel of the smallest size class that
  * holds its blob (1, 2, 4, 8, 16 or 32 KB: exec.cu): the GPU copies the whole

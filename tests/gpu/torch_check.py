@@ -17,6 +17,7 @@ a small MLP (losses written to --out), then bf16 all_reduce timings eager
 and captured in a CUDA graph (the tensor-parallel pattern).
 """
 import argparse
+import faulthandler
 import json
 import os
 import sys
@@ -133,14 +134,14 @@ def collectives(ck, rank, world, group, ranks, dev, tag):
     dist.gather(x, gather_list=gl, dst=ranks[root], group=group)
     if me == root:
         ck.check(f"{tag} gather", torch.cat(gl), torch.cat(parts), torch.float32)
-    sl = [parts[q].to(dev) for q in range(n)] if me == 0 else None
+    sl = [parts[q].to(torch.float32).to(dev) for q in range(n)] if me == 0 else None
     out = torch.empty(cnt, device=dev)
     dist.scatter(out, scatter_list=sl, src=ranks[0], group=group)
     ck.check(f"{tag} scatter", out, parts[me], torch.float32)
     # a ring of batched send/recv
     if n > 1:
         nxt, prv = ranks[(me + 1) % n], ranks[(me - 1) % n]
-        x = parts[me].to(dev)
+        x = parts[me].to(torch.float32).to(dev)
         out = torch.empty(cnt, device=dev)
         reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, x, nxt, group), dist.P2POp(dist.irecv, out, prv, group)])
         for r in reqs:
@@ -206,6 +207,8 @@ def timings(dev, sizes=(256 << 10, 1 << 20, 4 << 20, 16 << 20), iters=50):
 
 
 def worker(rank, world, port, out, q):
+    if os.environ.get("TORCH_CHECK_DUMP_S"):  # every thread's stack after that many seconds: where a hang is
+        faulthandler.dump_traceback_later(int(os.environ["TORCH_CHECK_DUMP_S"]), exit=False)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dev = torch.device("cuda", rank)
     torch.cuda.set_device(dev)
@@ -235,8 +238,9 @@ def worker(rank, world, port, out, q):
         say("DDP done")
         t = timings(dev)
         say("timings done")
-    except Exception as e:  # reported, never hidden
+    except Exception as e:  # reported, never hidden (and at once: the other ranks may now wait forever)
         err = f"rank {rank}: {type(e).__name__}: {e}"
+        print("  FAIL", err, flush=True)
         losses, t = [], {}
     q.put((rank, ck.count, ck.fails, err, losses, t))
     dist.destroy_process_group()
