@@ -362,11 +362,6 @@ static void chunkArrived(struct anycclP2pConn* c, int k) {
   ch->rhdrGot = 0;
 }
 
-static int headerValid(const struct p2pHdr* h, size_t chunk) {
-  return h->magic == P2P_MAGIC && h->op >= P2P_OP_MSG && h->op <= P2P_OP_BYE && h->len <= chunk &&
-         h->len <= h->total + (h->op == P2P_OP_READREQ ? 0 : 0);
-}
-
 static int recvChannel(struct anycclP2pConn* c, int k) {
   struct p2pChannel* ch = &c->ch[k];
   int progressed = 0;
@@ -409,7 +404,7 @@ static int recvChannel(struct anycclP2pConn* c, int k) {
     if (ch->rstate == 0) {
       ch->rhdrGot += (size_t)n;
       if (ch->rhdrGot < sizeof(ch->rhdr)) continue;
-      if (!headerValid(&ch->rhdr, c->chunk)) {
+      if (!p2pHeaderValid(&ch->rhdr, c->chunk)) {
         connError(c, ncclRemoteError, "a channel carried bytes that are not the P2P protocol", k, "bad header");
         return -1;
       }
