@@ -179,3 +179,31 @@ write("p2p", "conn-refused", b"\3" + bytes([24, 2]) + rec(0, p2ph(ACK, id=1, fla
 write("p2p", "conn-overlap", b"\3" + bytes([17, 2]) + rec(0, p2ph(READRESP, id=1, off=0, ln=66), b"r" * 66) +
       rec(1, p2ph(ACK, id=1, flags=1)) + rec(1, p2ph(READRESP, id=1, off=0, ln=66), b"s" * 66))
 write("p2p", "conn-bad", b"\3" + bytes([2, 0, 4]) + rec(0, p2ph(MSG, ln=10, magic=0x12345678), b"z" * 10))
+
+# fabric: mode (bit 0: calibration file), then for a fabric nranks - 1 (two bytes, little end), then the text
+topos = os.path.join(here, "..", "topologies")
+for name in sorted(os.listdir(topos)):
+    if name.endswith(".fabric") or name.endswith(".calib"):
+        with open(os.path.join(topos, name), "rb") as f:
+            text = f.read()
+        n = 31 if "4x8" in name else 7
+        write("fabric", name.replace(".", "-"), (b"\1" if name.endswith(".calib") else b"\0" + struct.pack("<H", n)) + text)
+write("fabric", "fattree-degrade", b"\0\x0f\0" + b"hosts 4\ngpus_per_host 4\nnics_per_host 2\nfabric fat-tree\nhosts_per_leaf 2\n"
+      b"oversubscription 2:1\ndegrade host1/nic1/in=10\ndegrade leaf1/up-to-spine=5 # slow\ndegrade host3/gpu3/pcie-from-nic=1\n")
+write("fabric", "bad-lines", b"\0\7\0" + b"hosts = 2\nnic_gbps=400\n\n# c\nfabric torus\n")
+write("fabric", "bad-int", b"\0\7\0" + b"hosts 2.5\n")
+write("fabric", "big", b"\0\xff\x3f" + b"hosts 16777216\ngpus_per_host 16777216\n")
+write("fabric", "nul", b"\0\7\0" + b"hosts 1\0\ngpus_per_host 8\n")
+write("fabric", "calib-bad", b"\1" + b"ll_efficiency 1.5\nlaunch_us 4\n")
+
+# netplugin: devices, flags (bit 0 name NULL, bit 1 pciPath NULL, bit 2 no size), name\0, pciPath\0,
+# guid, speed, port, latency (float), maxComms, then (done, size) pairs
+import math
+def props(n, flags, name, pci, speed, port, lat, maxc):
+    return struct.pack("<iB", n, flags) + name + b"\0" + pci + b"\0" + struct.pack("<Qiifi", 0x1234, speed, port, lat, maxc)
+write("netplugin", "ib", props(2, 0, b"mlx5_0", b"/sys/devices/pci0000:00/0000:00:01.0", 200000, 1, 2.5, 65536) +
+      struct.pack("<iiiiii", 0, 0, 1, 4096, 7, 100))
+write("netplugin", "nulls", props(0, 3, b"", b"", 0, 0, 0.0, 1) + struct.pack("<ii", 1, 0))
+write("netplugin", "bad", props(-1, 4, b"x" * 100, b"y" * 200, -5, -1, float("nan"), 0) + struct.pack("<ii", 1, -1))
+write("netplugin", "latency-inf", props(5000, 0, b"eth", b"", 100, 0, float("inf"), 1))
+write("netplugin", "latency-big", props(1, 0, b"eth", b"", 100, 0, 3e9, 1))
