@@ -7,7 +7,9 @@
  *      accepted put is written at the pointer it gives, an accepted signal
  *      names one of the peer's semaphores
  *   2  a trigger made by anycclPortEncode from the input's fields decodes to
- *      the same fields (the producers' and the proxy's layouts agree) */
+ *      the same fields (the producers' and the proxy's layouts agree)
+ *   3  memory descriptions a peer sends through the bootstrap
+ *      (portParseMemWire), from the peer of the next byte */
 #include "fuzz.h"
 #include "port.h"
 
@@ -146,12 +148,33 @@ static void roundTrip(struct fuzzIn* in) {
   if (type & ANYCCL_TRIG_PUT) FUZZ_CHECK(t.dstOff == dstOff && t.srcOff == srcOff && t.bytes == bytes);
 }
 
+static void memWires(struct fuzzIn* in) {
+  int peer = (int)(fuzzByte(in) % 4);
+  while (in->n > 0) {
+    unsigned cut = fuzzByte(in);
+    size_t len = cut < 250 ? sizeof(struct memWire) : cut - 250;
+    uint8_t bytes[sizeof(struct memWire)];
+    fuzzTake(in, bytes, sizeof(bytes));
+    struct memWire w;
+    char why[200] = "";
+    ncclResult_t r = portParseMemWire(bytes, len, peer, &w, why, sizeof(why));
+    if (r != ncclSuccess) {
+      FUZZ_CHECK((r == ncclInvalidArgument || r == ncclRemoteError) && why[0] != '\0');
+      continue;
+    }
+    /* a put's checks add offsets below 2^37 to this size: no overflow */
+    FUZZ_CHECK(w.owner == peer && w.id >= 0 && w.size >= 1 && w.size < ANYCCL_PORT_MAX_OFFSET &&
+               w.off < ANYCCL_PORT_MAX_OFFSET);
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   struct fuzzIn in = {data, size};
-  switch (fuzzByte(&in) % 3) {
+  switch (fuzzByte(&in) % 4) {
   case 0: triggers(&in); break;
   case 1: messages(&in); break;
-  default: roundTrip(&in); break;
+  case 2: roundTrip(&in); break;
+  default: memWires(&in); break;
   }
   return 0;
 }

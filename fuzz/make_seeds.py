@@ -207,3 +207,7 @@ write("netplugin", "nulls", props(0, 3, b"", b"", 0, 0, 0.0, 1) + struct.pack("<
 write("netplugin", "bad", props(-1, 4, b"x" * 100, b"y" * 200, -5, -1, float("nan"), 0) + struct.pack("<ii", 1, -1))
 write("netplugin", "latency-inf", props(5000, 0, b"eth", b"", 100, 0, float("inf"), 1))
 write("netplugin", "latency-big", props(1, 0, b"eth", b"", 100, 0, 3e9, 1))
+# port 3: memory descriptions (struct memWire: id, owner, size, ptr, off, ipcOk, pad, 64-byte IPC handle)
+mw = lambda i, owner, size, off=0: b"\0" + struct.pack("<iiQQQii", i, owner, size, 0x7f0000001000, off, 1, 0) + b"\0" * 64
+write("port", "memwires", b"\3\2" + mw(0, 2, 4096) + mw(3, 2, (1 << 37) - 1, (1 << 37) - 1) + mw(1, 1, 10) +
+      mw(-1, 2, 10) + mw(2, 2, 0) + mw(2, 2, 1 << 37) + mw(2, 2, 5, 1 << 37) + bytes([255]) + mw(0, 2, 1)[1:])

@@ -71,6 +71,7 @@ struct portConn {
   int rkind[NET_RQ];                 /* 0 header, 1 data */
   size_t rsize[NET_RQ];              /* bytes posted */
   int rhead, rcount;
+  int peerNslots;                    /* LOCAL/IPC: slots in peerSlots (the peer said) */
   char* discard;                     /* receive room for a put that cannot land */
   uint64_t discardSize;
   int closed;
@@ -140,6 +141,22 @@ void portSetError(struct anycclProxyService* s, ncclResult_t err);
 ncclResult_t portBumpSlot(struct anycclProxyService* s, struct anycclSemSlot* slot, uint64_t* sent);
 
 /* registry.c */
+/* A memory a peer registered, as it describes it to us (anycclMemorySend /
+ * AllGather, through the bootstrap). */
+struct memWire {
+  int32_t id, owner;
+  uint64_t size, ptr, off;
+  int32_t ipcOk, pad;
+  cudaIpcMemHandle_t ipc;
+};
+/* Pure (fuzz/fuzz_port.c): ncclSuccess if it is peer's memory of 1..2^37-1
+ * bytes at an offset below 2^37; else an error with why. */
+ncclResult_t portParseMemWire(const void* bytes, size_t len, int peer, struct memWire* w, char* why, size_t whyLen);
+/* The peer's half of a semaphore: 0 if slot lies in its slots (LOCAL/IPC;
+ * a network peer checks its own), else -1. */
+static inline int portCheckPeerSlot(const struct portConn* c, int slot) {
+  return c->kind == CONN_NET || (slot >= 0 && slot < c->peerNslots) ? 0 : -1;
+}
 int portTag(struct anycclProxyService* s, int kind, int count);
 ncclResult_t portExportAlloc(void* p, cudaIpcMemHandle_t* h, uint64_t* off, int* ok);
 ncclResult_t portFreeTables(struct anycclProxyService* s);

@@ -127,7 +127,7 @@ static void badFabric(void) {
   badOne("bad6.fabric", "hosts 1\ngpus_per_host 4\nnics_per_host 4\n", "%s:1: hosts: 1 hosts x 4 GPUs is fewer than");
   badOne("bad7.fabric", "hosts 1\ndegrade host0/gpu9/nvlink-out=10\n", "%s:2: degrade: no link named");
   badOne("bad8.fabric", "hosts 1\nnic_gbps 400 800\n", "%s:2: nic_gbps: more than one value");
-  /* found by fuzz/fuzz_fabric.c: an integer past INT_MAX was converted anyway (undefined), a fabric of
+  /* found while readying fabric.c for fuzz/fuzz_fabric.c: an integer past INT_MAX was converted anyway (undefined), a fabric of
    * 2^31 GPUs overflowed the link count, and /dev/zero as a file read zeros forever */
   badOne("bad9.fabric", "hosts 3000000000\n", "%s:1: hosts: '3000000000' is not an integer >= 1 and <= 16777216");
   badOne("bad10.fabric", "hosts 1000000\ngpus_per_host 64\n", "%s:1: hosts: 1000000 hosts x 64 GPUs, 8 NICs make");
