@@ -4,13 +4,19 @@
  *   2  chunk headers (p2pHeaderValid)
  *   3  a whole connection: the harness connects to a real endpoint over
  *      loopback with 1 or 2 channels (valid hellos), posts receives, a write
- *      and a read, then sends the input's records -- [channel byte][64-byte
- *      header][payload] -- on the channels and closes them. Every request
+ *      and a read, then sends the input's records on the channels and closes
+ *      them. A record is a control byte c (channel c & 1), then
+ *        c & 0x80: a byte n and n raw bytes (the rest of a payload, junk);
+ *        else a 64-byte header and its payload (c & 0x20: no payload: raw
+ *        records bring it, so payloads of two channels can interleave);
+ *      c & 0x40: then wait a millisecond and test every request (the
+ *      engine takes what came; finished requests are freed). Every request
  *      must end within a few seconds (the connection fails at the latest at
  *      the end of the bytes), nothing may be written outside a buffer, and a
  *      receive that succeeds got no more than its room. Header keys 0 and 1
  *      stand for the endpoint's two registered regions. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -99,7 +105,13 @@ static int rawChannel(int index, int nch) {
   int fd = socket(wh.addrs[0].sa.sa_family, SOCK_STREAM, 0);
   FUZZ_CHECK(fd >= 0);
   socklen_t len = wh.addrs[0].sa.sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-  FUZZ_CHECK(connect(fd, &wh.addrs[0].sa, len) == 0);
+  /* closed with a reset, not left in TIME_WAIT: a run makes hundreds of thousands of connections */
+  struct linger lg = {1, 0};
+  FUZZ_CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
+  if (connect(fd, &wh.addrs[0].sa, len) != 0) {
+    fprintf(stderr, "fuzz_p2p: connect to the endpoint failed: %s\n", strerror(errno));
+    FUZZ_CHECK(0);
+  }
   struct p2pHello hi = {P2P_HANDLE_MAGIC, wh.cookie, connIds, index, nch, 4096, 1024, 0};
   FUZZ_CHECK(send(fd, &hi, sizeof(hi), MSG_NOSIGNAL) == (ssize_t)sizeof(hi));
   return fd;
@@ -118,6 +130,23 @@ static double nowSec(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Test every live request; a finished one is freed with its buffer. Returns how many finished. */
+static int testAll(anycclP2pRequest_t* reqs, char** bufs, const size_t* room, const int* kind, int n) {
+  int finished = 0;
+  for (int i = 0; i < n; i++) {
+    if (bufs[i] == NULL) continue;
+    int done = 0;
+    size_t bytes = 0;
+    ncclResult_t r = anycclP2pTest(reqs[i], &done, &bytes);
+    if (!done) continue;
+    if (r == ncclSuccess && kind[i] == 0) FUZZ_CHECK(bytes <= room[i]);
+    free(bufs[i]);
+    bufs[i] = NULL;
+    finished++;
+  }
+  return finished;
 }
 
 static void connection(struct fuzzIn* in) {
@@ -157,34 +186,36 @@ static void connection(struct fuzzIn* in) {
     n++;
   }
 
-  while (in->n >= 1 + sizeof(struct p2pHdr)) {
-    int k = fuzzByte(in) % nch;
-    struct p2pHdr h;
-    fuzzTake(in, &h, sizeof(h));
-    if (h.key < 2) h.key = keys[h.key];
-    size_t len = h.len < in->n ? (size_t)h.len : in->n;
-    sendAll(fds[k], &h, sizeof(h));
+  int left = n;
+  while (in->n >= 2) {
+    unsigned ctl = fuzzByte(in);
+    int k = (int)(ctl & 1) % nch;
+    size_t len;
+    if (ctl & 0x80) {
+      len = fuzzByte(in);
+    } else {
+      if (in->n < sizeof(struct p2pHdr)) break;
+      struct p2pHdr h;
+      fuzzTake(in, &h, sizeof(h));
+      if (h.key < 2) h.key = keys[h.key];
+      sendAll(fds[k], &h, sizeof(h));
+      len = (ctl & 0x20) ? 0 : h.len;
+    }
+    if (len > in->n) len = in->n;
     sendAll(fds[k], in->p, len);
     in->p += len;
     in->n -= len;
+    if (ctl & 0x40) {
+      usleep(1000);
+      left -= testAll(reqs, bufs, room, kind, n);
+    }
   }
   for (int k = 0; k < nch; k++) shutdown(fds[k], SHUT_WR); /* end of the bytes: EOF, after a goodbye or not */
 
   double deadline = nowSec() + 10;
-  int left = n;
   while (left > 0) {
     FUZZ_CHECK(nowSec() < deadline); /* every request ends once the channels end */
-    for (int i = 0; i < n; i++) {
-      if (bufs[i] == NULL) continue;
-      int done = 0;
-      size_t bytes = 0;
-      ncclResult_t r = anycclP2pTest(reqs[i], &done, &bytes);
-      if (!done) continue;
-      if (r == ncclSuccess && kind[i] == 0) FUZZ_CHECK(bytes <= room[i]);
-      free(bufs[i]);
-      bufs[i] = NULL;
-      left--;
-    }
+    left -= testAll(reqs, bufs, room, kind, n);
     uint64_t v;
     int got = -1;
     ncclResult_t r = anycclP2pNotifyPoll(c, &v, &got); /* the connection's error once it failed */

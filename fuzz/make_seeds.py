@@ -176,8 +176,14 @@ write("p2p", "conn-write", b"\3" + bytes([8]) + rec(0, p2ph(WRITE, id=9, key=0, 
 write("p2p", "conn-read", b"\3" + bytes([16, 2]) + rec(0, p2ph(READRESP, id=1, off=0, ln=66), b"r" * 66) +
       rec(0, p2ph(READREQ, id=4, key=1, off=0, total=100)) + rec(0, p2ph(READREQ, id=5, key=0, off=8000, total=400)))
 write("p2p", "conn-refused", b"\3" + bytes([24, 2]) + rec(0, p2ph(ACK, id=1, flags=1)) + rec(0, p2ph(ACK, id=2, flags=1)))
-write("p2p", "conn-overlap", b"\3" + bytes([17, 2]) + rec(0, p2ph(READRESP, id=1, off=0, ln=66), b"r" * 66) +
-      rec(1, p2ph(ACK, id=1, flags=1)) + rec(1, p2ph(READRESP, id=1, off=0, ln=66), b"s" * 66))
+# a read's response arrives in two pieces on channel 0; between them channel 1 refuses the read (ACK, flag 1)
+# and the harness frees the finished read: the rest must not land in its buffer
+write("p2p", "conn-overlap", b"\3" + bytes([17, 2]) + rec(0x20, p2ph(READRESP, id=1, off=0, ln=66)) +
+      bytes([0x80, 10]) + b"r" * 10 + rec(0x41, p2ph(ACK, id=1, flags=1)) + bytes([0x80, 56]) + b"s" * 56)
+# the same for a receive: channel 1 brings a chunk that covers the whole message while channel 0 is halfway
+write("p2p", "conn-overlap-msg", b"\3" + bytes([3, 0, 4]) + rec(0x20, p2ph(MSG, off=0, ln=100, total=100)) +
+      bytes([0x80, 40]) + b"a" * 40 + rec(0x41, p2ph(MSG, off=0, ln=100, total=100), b"b" * 100) +
+      bytes([0x80, 60]) + b"c" * 60)
 write("p2p", "conn-bad", b"\3" + bytes([2, 0, 4]) + rec(0, p2ph(MSG, ln=10, magic=0x12345678), b"z" * 10))
 
 # fabric: mode (bit 0: calibration file), then for a fabric nranks - 1 (two bytes, little end), then the text

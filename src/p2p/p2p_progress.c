@@ -58,6 +58,12 @@ void p2pOutPush(struct anycclP2pConn* c, struct anycclP2pReq* r) {
 void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_t err) {
   if (r->done) return;
   p2pReqUnlink(c, r);
+  /* a channel still reading a chunk into r (a peer that sent overlapping
+   * chunks, or refused a read halfway) discards the rest: r and its buffer
+   * belong to the caller once done is seen. Callers hold plock, or (a
+   * receive completed as it is posted) r is no channel's yet. */
+  for (int k = 0; k < c->nch; k++)
+    if (c->ch[k].rreq == r) c->ch[k].rreq = NULL, c->ch[k].rdst = NULL;
   r->err = err;
   if (r->kind == REQ_RESP) {
     free(r);
