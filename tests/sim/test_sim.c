@@ -134,6 +134,7 @@ static void badFabric(void) {
   char longLine[1200];
   snprintf(longLine, sizeof(longLine), "hosts 1\ndevice %01100d\n", 7);
   badOne("bad11.fabric", longLine, "%s:2: line: longer than 1023 bytes or holds a NUL");
+  badOne("bad11z.fabric", "calibration /dev/zero\n", "/dev/zero:1: line: longer than 1023 bytes or holds a NUL");
   badOne("bad12.fabric", "gpus_per_host 4\n", "%s:1: nics_per_host: 8 does not divide gpus_per_host (4)");
   badOne("bad13.fabric", "device\tb300\n", "%s:1: device: 'b300' is not a built-in kind");
   badOne("bad14.fabric", "hosts 2\ndegrade host00/gpu3/nvlink-out=10\n", "%s:2: degrade: no link named 'host00/");
