@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -109,8 +110,16 @@ static int rawChannel(int index, int nch) {
   struct linger lg = {1, 0};
   FUZZ_CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
   if (connect(fd, &wh.addrs[0].sa, len) != 0) {
-    fprintf(stderr, "fuzz_p2p: connect to the endpoint failed: %s\n", strerror(errno));
-    FUZZ_CHECK(0);
+    int err = errno;
+    if (err == EINTR) { /* libFuzzer's timer signal: the connect goes on; wait for it */
+      struct pollfd p = {fd, POLLOUT, 0};
+      socklen_t el = sizeof(err);
+      err = poll(&p, 1, 5000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 ? err : ETIMEDOUT;
+    }
+    if (err != 0) {
+      fprintf(stderr, "fuzz_p2p: connect to the endpoint failed: %s\n", strerror(err));
+      FUZZ_CHECK(0);
+    }
   }
   struct p2pHello hi = {P2P_HANDLE_MAGIC, wh.cookie, connIds, index, nch, 4096, 1024, 0};
   FUZZ_CHECK(send(fd, &hi, sizeof(hi), MSG_NOSIGNAL) == (ssize_t)sizeof(hi));
@@ -120,6 +129,7 @@ static int rawChannel(int index, int nch) {
 static void sendAll(int fd, const void* p, size_t n) {
   while (n > 0) {
     ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return; /* the engine dropped the channel */
     p = (const char*)p + w;
     n -= (size_t)w;

@@ -107,6 +107,7 @@ static void messages(struct fuzzIn* in) {
     int slot = -2;
     char why[256] = "";
     int kind = portNetParseMsg(&f.s, peer, bytes, got, &m, &ptr, &slot, why, sizeof(why));
+    if (kind != PORT_MSG_BAD) FUZZ_CHECK(got == sizeof(struct portMsg)); /* a short header holds stale bytes */
     if (kind == PORT_MSG_PUT) {
       FUZZ_CHECK(m.type == ANYCCL_TRIG_PUT && m.id < (uint32_t)f.s.nMems && f.mems[m.id].kind == MEM_LOCAL);
       FUZZ_CHECK((unsigned __int128)m.off + m.size <= f.mems[m.id].size && ptr == f.mems[m.id].ptr + m.off);

@@ -124,27 +124,28 @@ write("params", "fifo-huge", b"\4" + b"0x100000010\0" + b"0x7fffffffffffffff")
 write("params", "debugfile-pct", b"\3" + b"h\0" + b"%%h%p%")
 
 # port: 0 = triggers, 1 = network messages, 2 = encode/decode round trip.
-# Service: nMems, per memory (flags: bits 0-1 kind, bit 2 big; size/17), nChans, (sem, dst, src) each,
+# Service: nMems - 1, per memory (flags: bits 0-1 kind, bit 2 big; size/17), nChans, (sem, dst, src) each,
 # nSems, peer+1 each.
 PUT, SIGNAL, FLUSH, CUSTOM = 1, 2, 4, 8
 def trig(typ, chan, dst, src, n):
     w0 = (src & ((1 << 37) - 1)) | ((n & ((1 << 27) - 1)) << 37)
     w1 = (dst & ((1 << 37) - 1)) | ((n >> 27) << 37) | ((typ & 0xf) << 43) | ((chan & 0xffff) << 47)
     return struct.pack("<QQ", w0 & (2**64 - 1), w1 & (2**64 - 1))
-svc = bytes([3, 0, 4, 0, 8, 4, 0]) + bytes([2, 0, 0, 1, 1, 2, 0]) + bytes([2, 2, 0])
+svc = bytes([2, 0, 4, 0, 8, 4, 0]) + bytes([2, 0, 0, 1, 1, 2, 0]) + bytes([2, 2, 0])
 write("port", "triggers", b"\0" + svc + trig(PUT, 0, 0, 0, 68) + trig(PUT | SIGNAL, 1, 10, 0, 58) +
       trig(SIGNAL, 1, 0, 0, 0) + trig(FLUSH, 0, 0, 0, 0) + trig(CUSTOM, 7, 1, 2, 3))
 write("port", "triggers-bad", b"\0" + svc + trig(PUT, 0, 1, 0, 68) + trig(PUT, 0, 0, 1, 68) + trig(PUT, 2, 0, 0, 1) +
       trig(0, 0, 0, 0, 0) + trig(PUT, 0, (1 << 37) - 1, 0, 1 << 32) + trig(PUT, 1, 0, 0, (1 << 33) - 1))
-big = bytes([2, 4, 0, 4, 0]) + bytes([1, 0, 0, 1]) + bytes([0])
+big = bytes([1, 4, 0, 4, 0]) + bytes([1, 0, 0, 1]) + bytes([0])
 write("port", "triggers-big", b"\0" + big + trig(PUT, 0, (1 << 37) - 1, 0, 1 << 32) + trig(PUT, 0, 0, 0, 1 << 32) +
       trig(PUT, 0, (1 << 37) - 4096, (1 << 37) - 4096, 4096))
 portmsg = lambda typ, i, off, size: bytes([0]) + struct.pack("<IIQQQ", typ, i, off, size, 0)
-svc2 = bytes([3, 0, 4, 1, 4, 4, 0]) + bytes([0]) + bytes([3, 2, 1, 2])
+svc2 = bytes([2, 0, 4, 1, 4, 4, 0]) + bytes([0]) + bytes([3, 2, 1, 2])
 write("port", "messages", b"\1" + svc2 + b"\1" + portmsg(PUT, 0, 0, 68) + portmsg(PUT, 0, 60, 8) +
       portmsg(SIGNAL, 0, 0, 0) + portmsg(SIGNAL, 1, 0, 0) + portmsg(PUT, 2, 0, 16) + portmsg(PUT, 1, 0, 1))
 write("port", "messages-bad", b"\1" + svc2 + b"\1" + portmsg(PUT, 0, 60, 9) + portmsg(PUT, 0, 2**64 - 1, 2) +
-      portmsg(SIGNAL, 2, 0, 0) + portmsg(PUT, 3, 0, 1 << 33) + bytes([210]) + b"\0" * 32 + portmsg(9, 0, 0, 0))
+      portmsg(SIGNAL, 2, 0, 0) + portmsg(PUT, 3, 0, 1 << 33) + portmsg(9, 0, 0, 0))
+write("port", "messages-short", b"\1" + svc2 + b"\1" + bytes([210]) + portmsg(SIGNAL, 0, 0, 0)[1:])
 write("port", "roundtrip", b"\2" + b"\0" + struct.pack("<QQQQ", 65535, (1 << 37) - 1, 12345, 1 << 32))
 
 # p2p: 0 = handle, 1 = hellos, 2 = chunk headers, 3 = a connection (flags: bit 0 two channels,
@@ -198,6 +199,7 @@ write("fabric", "fattree-degrade", b"\0\x0f\0" + b"hosts 4\ngpus_per_host 4\nnic
       b"oversubscription 2:1\ndegrade host1/nic1/in=10\ndegrade leaf1/up-to-spine=5 # slow\ndegrade host3/gpu3/pcie-from-nic=1\n")
 write("fabric", "bad-lines", b"\0\7\0" + b"hosts = 2\nnic_gbps=400\n\n# c\nfabric torus\n")
 write("fabric", "bad-int", b"\0\7\0" + b"hosts 2.5\n")
+write("fabric", "int-over", b"\0\7\0" + b"gpus_per_host 8\nhosts 3000000000\n")
 write("fabric", "big", b"\0\xff\x3f" + b"hosts 16777216\ngpus_per_host 16777216\n")
 write("fabric", "nul", b"\0\7\0" + b"hosts 1\0\ngpus_per_host 8\n")
 write("fabric", "calib-bad", b"\1" + b"ll_efficiency 1.5\nlaunch_us 4\n")
