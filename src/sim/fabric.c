@@ -43,6 +43,7 @@ struct field {
   size_t size; /* words: the buffer's size */
 };
 #define SIM_MAX_INT (1 << 24) /* an integer field's largest value */
+#define SIM_MAX_DOUBLE 1e12   /* a number's (GB/s, us): rates in bytes/s stay finite */
 #define SIM_MAX_LINKS (1 << 22)
 
 #define SIM_MAX_FIELDS 16
@@ -120,11 +121,12 @@ static int parseStream(const char* file, FILE* f, struct field* fields, int nfie
     errno = 0;
     double v = strtod(val, &end);
     if (fields[i].type == F_DOUBLE && *end == ':' && end[1] == '1' && end[2] == '\0') end += 2; /* "2:1" */
-    if (errno || *end || !isfinite(v) || v < fields[i].min ||
-        (fields[i].type == F_INT && (v != floor(v) || v > SIM_MAX_INT))) {
+    int isInt = fields[i].type == F_INT;
+    if (errno || *end || !isfinite(v) || v < fields[i].min || v > (isInt ? SIM_MAX_INT : SIM_MAX_DOUBLE) ||
+        (isInt && v != floor(v))) {
       char what[160];
-      snprintf(what, sizeof(what), "'%.64s' is not %s >= %g%s", val, fields[i].type == F_INT ? "an integer" : "a number",
-               fields[i].min, fields[i].type == F_INT ? " and <= 16777216" : "");
+      snprintf(what, sizeof(what), "'%.64s' is not %s >= %g and <= %.15g", val, isInt ? "an integer" : "a number",
+               fields[i].min, isInt ? (double)SIM_MAX_INT : SIM_MAX_DOUBLE);
       rc = fail(err, len, file, line, key, what);
       break;
     }
@@ -366,8 +368,8 @@ static ncclResult_t applyDegrade(struct simFabric* f, const char* list, char* er
     char* eq = strrchr(val, '=');
     char* end = NULL;
     double gbps = eq ? strtod(eq + 1, &end) : 0;
-    if (eq == NULL || end == eq + 1 || *end || !(gbps > 0) || !isfinite(gbps)) {
-      fail(err, len, f->name, line, "degrade", "write 'degrade <link name>=<GB/s>' with a rate > 0");
+    if (eq == NULL || end == eq + 1 || *end || !(gbps > 0 && gbps <= SIM_MAX_DOUBLE)) {
+      fail(err, len, f->name, line, "degrade", "write 'degrade <link name>=<GB/s>' with a rate > 0 and <= 1e12");
       return ncclInvalidUsage;
     }
     *eq = '\0';

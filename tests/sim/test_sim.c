@@ -130,6 +130,8 @@ static void badFabric(void) {
   /* found while readying fabric.c for fuzz/fuzz_fabric.c: an integer past INT_MAX was converted anyway (undefined), a fabric of
    * 2^31 GPUs overflowed the link count, and /dev/zero as a file read zeros forever */
   badOne("bad9.fabric", "hosts 3000000000\n", "%s:1: hosts: '3000000000' is not an integer >= 1 and <= 16777216");
+  badOne("bad9b.fabric", "hosts 2\nnic_gbps 1e300\n", "%s:2: nic_gbps: '1e300' is not a number >= 0.001 and <= 1000000000000");
+  badOne("bad9c.fabric", "hosts 2\ndegrade host1/nic1/in=11e305\n", "%s:2: degrade: write 'degrade <link name>=<GB/s>' with");
   badOne("bad10.fabric", "hosts 1000000\ngpus_per_host 64\n", "%s:1: hosts: 1000000 hosts x 64 GPUs, 8 NICs make");
   char longLine[1200];
   snprintf(longLine, sizeof(longLine), "hosts 1\ndevice %01100d\n", 7);
