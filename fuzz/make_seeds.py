@@ -122,3 +122,100 @@ write("params", "fifo", b"\4" + b"8\0" + b"4194304")
 write("params", "fifo-negative", b"\4" + b"-3\0" + b"-1")
 write("params", "fifo-huge", b"\4" + b"0x100000010\0" + b"0x7fffffffffffffff")
 write("params", "debugfile-pct", b"\3" + b"h\0" + b"%%h%p%")
+
+# port: 0 = triggers, 1 = network messages, 2 = encode/decode round trip.
+# Service: nMems - 1, per memory (flags: bits 0-1 kind, bit 2 big; size/17), nChans, (sem, dst, src) each,
+# nSems, peer+1 each.
+PUT, SIGNAL, FLUSH, CUSTOM = 1, 2, 4, 8
+def trig(typ, chan, dst, src, n):
+    w0 = (src & ((1 << 37) - 1)) | ((n & ((1 << 27) - 1)) << 37)
+    w1 = (dst & ((1 << 37) - 1)) | ((n >> 27) << 37) | ((typ & 0xf) << 43) | ((chan & 0xffff) << 47)
+    return struct.pack("<QQ", w0 & (2**64 - 1), w1 & (2**64 - 1))
+svc = bytes([2, 0, 4, 0, 8, 4, 0]) + bytes([2, 0, 0, 1, 1, 2, 0]) + bytes([2, 2, 0])
+write("port", "triggers", b"\0" + svc + trig(PUT, 0, 0, 0, 68) + trig(PUT | SIGNAL, 1, 10, 0, 58) +
+      trig(SIGNAL, 1, 0, 0, 0) + trig(FLUSH, 0, 0, 0, 0) + trig(CUSTOM, 7, 1, 2, 3))
+write("port", "triggers-bad", b"\0" + svc + trig(PUT, 0, 1, 0, 68) + trig(PUT, 0, 0, 1, 68) + trig(PUT, 2, 0, 0, 1) +
+      trig(0, 0, 0, 0, 0) + trig(PUT, 0, (1 << 37) - 1, 0, 1 << 32) + trig(PUT, 1, 0, 0, (1 << 33) - 1))
+big = bytes([1, 4, 0, 4, 0]) + bytes([1, 0, 0, 1]) + bytes([0])
+write("port", "triggers-big", b"\0" + big + trig(PUT, 0, (1 << 37) - 1, 0, 1 << 32) + trig(PUT, 0, 0, 0, 1 << 32) +
+      trig(PUT, 0, (1 << 37) - 4096, (1 << 37) - 4096, 4096))
+portmsg = lambda typ, i, off, size: bytes([0]) + struct.pack("<IIQQQ", typ, i, off, size, 0)
+svc2 = bytes([2, 0, 4, 1, 4, 4, 0]) + bytes([0]) + bytes([3, 2, 1, 2])
+write("port", "messages", b"\1" + svc2 + b"\1" + portmsg(PUT, 0, 0, 68) + portmsg(PUT, 0, 60, 8) +
+      portmsg(SIGNAL, 0, 0, 0) + portmsg(SIGNAL, 1, 0, 0) + portmsg(PUT, 2, 0, 16) + portmsg(PUT, 1, 0, 1))
+write("port", "messages-bad", b"\1" + svc2 + b"\1" + portmsg(PUT, 0, 60, 9) + portmsg(PUT, 0, 2**64 - 1, 2) +
+      portmsg(SIGNAL, 2, 0, 0) + portmsg(PUT, 3, 0, 1 << 33) + portmsg(9, 0, 0, 0))
+write("port", "messages-short", b"\1" + svc2 + b"\1" + bytes([210]) + portmsg(SIGNAL, 0, 0, 0)[1:])
+write("port", "roundtrip", b"\2" + b"\0" + struct.pack("<QQQQ", 65535, (1 << 37) - 1, 12345, 1 << 32))
+
+# p2p: 0 = handle, 1 = hellos, 2 = chunk headers, 3 = a connection (flags: bit 0 two channels,
+# bits 1-2 receives, bit 3 a write, bit 4 a read; then per receive tag, room/33; read room/33;
+# then records [channel][header][payload]; header keys 0 and 1 are the endpoint's regions).
+P2P_HANDLE_MAGIC, P2P_MAGIC, P2P_COOKIE = 0x616e79703270683a, 0x61703270, 0x636f6f6b69653270
+MSG, WRITE, READREQ, READRESP, ACK, BYE = 1, 2, 3, 4, 5, 6
+def p2ph(op, tag=0, id=0, key=0, off=0, ln=0, total=None, notify=0, flags=0, magic=P2P_MAGIC):
+    return struct.pack("<IHHiIQQQQQQ", magic, op, flags, tag, 0, id, key, off, ln, ln if total is None else total, notify)
+def rec(ch, hdr, payload=b""):
+    return bytes([ch]) + hdr + payload
+wh = struct.pack("<QQii", P2P_HANDLE_MAGIC, 7, 1, 0) + v4("127.0.0.1", 40123) + b"\0" * 28 * 3
+write("p2p", "handle", b"\0" + wh.ljust(256, b"\0"))
+write("p2p", "handle-v6-4", b"\0" + (struct.pack("<QQii", P2P_HANDLE_MAGIC, 7, 4, 0) + v6("::1", 1) * 4).ljust(256, b"\0"))
+write("p2p", "handle-noport", b"\0" + (struct.pack("<QQii", P2P_HANDLE_MAGIC, 7, 2, 0) + v4("10.0.0.1", 5) + v4("10.0.0.2", 0)).ljust(256, b"\0"))
+p2phello = lambda i, n, chunk=1 << 19, win=16, cookie=P2P_COOKIE: b"\0" + struct.pack("<QQQiiQii", P2P_HANDLE_MAGIC, cookie, 5, i, n, chunk, win, 0)
+write("p2p", "hellos", b"\1" + p2phello(0, 2) + p2phello(1, 2) + p2phello(2, 2) + p2phello(0, 64, 4096, 1024) +
+      p2phello(0, 1, 4095) + p2phello(0, 1, 1 << 30, 1025) + p2phello(0, 1, cookie=1) + b"\xff" + p2phello(0, 1)[1:])
+write("p2p", "headers", b"\2\0" + p2ph(MSG, ln=4096) + p2ph(MSG, ln=4097) + p2ph(READREQ, total=1 << 40) +
+      p2ph(BYE) + p2ph(7) + p2ph(MSG, ln=10, total=5) + p2ph(ACK, magic=0))
+write("p2p", "conn-msg", b"\3" + bytes([2, 0, 4]) + rec(0, p2ph(MSG, ln=100), b"m" * 100) + rec(0, p2ph(BYE)))
+write("p2p", "conn-msg-long", b"\3" + bytes([2, 0, 1]) + rec(0, p2ph(MSG, ln=100), b"m" * 100))
+write("p2p", "conn-unexpected", b"\3" + bytes([0]) + rec(0, p2ph(MSG, tag=2, ln=10), b"u" * 10) +
+      rec(0, p2ph(MSG, tag=2, id=1, ln=3000, total=4000), b"v" * 3000) + rec(0, p2ph(BYE)))
+write("p2p", "conn-2ch", b"\3" + bytes([3, 1, 6]) + rec(0, p2ph(MSG, tag=1, off=0, ln=100, total=198), b"a" * 100) +
+      rec(1, p2ph(MSG, tag=1, off=100, ln=98, total=198), b"b" * 98) + rec(0, p2ph(BYE)) + rec(1, p2ph(BYE)))
+write("p2p", "conn-write", b"\3" + bytes([8]) + rec(0, p2ph(WRITE, id=9, key=0, off=10, ln=50, notify=3), b"w" * 50) +
+      rec(0, p2ph(WRITE, id=10, key=1, off=4000, ln=200, notify=4), b"x" * 200) + rec(0, p2ph(ACK, id=1)) + rec(0, p2ph(BYE)))
+write("p2p", "conn-read", b"\3" + bytes([16, 2]) + rec(0, p2ph(READRESP, id=1, off=0, ln=66), b"r" * 66) +
+      rec(0, p2ph(READREQ, id=4, key=1, off=0, total=100)) + rec(0, p2ph(READREQ, id=5, key=0, off=8000, total=400)))
+write("p2p", "conn-refused", b"\3" + bytes([24, 2]) + rec(0, p2ph(ACK, id=1, flags=1)) + rec(0, p2ph(ACK, id=2, flags=1)))
+# a read's response arrives in two pieces on channel 0; between them channel 1 refuses the read (ACK, flag 1)
+# and the harness frees the finished read: the rest must not land in its buffer
+write("p2p", "conn-overlap", b"\3" + bytes([17, 2]) + rec(0x20, p2ph(READRESP, id=1, off=0, ln=66)) +
+      bytes([0x80, 10]) + b"r" * 10 + rec(0x41, p2ph(ACK, id=1, flags=1)) + bytes([0x80, 56]) + b"s" * 56)
+# the same for a receive: channel 1 brings a chunk that covers the whole message while channel 0 is halfway
+write("p2p", "conn-overlap-msg", b"\3" + bytes([3, 0, 4]) + rec(0x20, p2ph(MSG, off=0, ln=100, total=100)) +
+      bytes([0x80, 40]) + b"a" * 40 + rec(0x41, p2ph(MSG, off=0, ln=100, total=100), b"b" * 100) +
+      bytes([0x80, 60]) + b"c" * 60)
+write("p2p", "conn-bad", b"\3" + bytes([2, 0, 4]) + rec(0, p2ph(MSG, ln=10, magic=0x12345678), b"z" * 10))
+
+# fabric: mode (bit 0: calibration file), then for a fabric nranks - 1 (two bytes, little end), then the text
+topos = os.path.join(here, "..", "topologies")
+for name in sorted(os.listdir(topos)):
+    if name.endswith(".fabric") or name.endswith(".calib"):
+        with open(os.path.join(topos, name), "rb") as f:
+            text = f.read()
+        n = 31 if "4x8" in name else 7
+        write("fabric", name.replace(".", "-"), (b"\1" if name.endswith(".calib") else b"\0" + struct.pack("<H", n)) + text)
+write("fabric", "fattree-degrade", b"\0\x0f\0" + b"hosts 4\ngpus_per_host 4\nnics_per_host 2\nfabric fat-tree\nhosts_per_leaf 2\n"
+      b"oversubscription 2:1\ndegrade host1/nic1/in=10\ndegrade leaf1/up-to-spine=5 # slow\ndegrade host3/gpu3/pcie-from-nic=1\n")
+write("fabric", "bad-lines", b"\0\7\0" + b"hosts = 2\nnic_gbps=400\n\n# c\nfabric torus\n")
+write("fabric", "bad-int", b"\0\7\0" + b"hosts 2.5\n")
+write("fabric", "int-over", b"\0\7\0" + b"gpus_per_host 8\nhosts 3000000000\n")
+write("fabric", "big", b"\0\xff\x3f" + b"hosts 16777216\ngpus_per_host 16777216\n")
+write("fabric", "nul", b"\0\7\0" + b"hosts 1\0\ngpus_per_host 8\n")
+write("fabric", "calib-bad", b"\1" + b"ll_efficiency 1.5\nlaunch_us 4\n")
+
+# netplugin: devices, flags (bit 0 name NULL, bit 1 pciPath NULL, bit 2 no size), name\0, pciPath\0,
+# guid, speed, port, latency (float), maxComms, then (done, size) pairs
+import math
+def props(n, flags, name, pci, speed, port, lat, maxc):
+    return struct.pack("<iB", n, flags) + name + b"\0" + pci + b"\0" + struct.pack("<Qiifi", 0x1234, speed, port, lat, maxc)
+write("netplugin", "ib", props(2, 0, b"mlx5_0", b"/sys/devices/pci0000:00/0000:00:01.0", 200000, 1, 2.5, 65536) +
+      struct.pack("<iiiiii", 0, 0, 1, 4096, 7, 100))
+write("netplugin", "nulls", props(0, 3, b"", b"", 0, 0, 0.0, 1) + struct.pack("<ii", 1, 0))
+write("netplugin", "bad", props(-1, 4, b"x" * 100, b"y" * 200, -5, -1, float("nan"), 0) + struct.pack("<ii", 1, -1))
+write("netplugin", "latency-inf", props(5000, 0, b"eth", b"", 100, 0, float("inf"), 1))
+write("netplugin", "latency-big", props(1, 0, b"eth", b"", 100, 0, 3e9, 1))
+# port 3: memory descriptions (struct memWire: id, owner, size, ptr, off, ipcOk, pad, 64-byte IPC handle)
+mw = lambda i, owner, size, off=0: b"\0" + struct.pack("<iiQQQii", i, owner, size, 0x7f0000001000, off, 1, 0) + b"\0" * 64
+write("port", "memwires", b"\3\2" + mw(0, 2, 4096) + mw(3, 2, (1 << 37) - 1, (1 << 37) - 1) + mw(1, 1, 10) +
+      mw(-1, 2, 10) + mw(2, 2, 0) + mw(2, 2, 1 << 37) + mw(2, 2, 5, 1 << 37) + bytes([255]) + mw(0, 2, 1)[1:])

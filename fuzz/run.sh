@@ -20,7 +20,7 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(bootstrap uniqueid net topo params)
+  targets=(bootstrap uniqueid net topo params port p2p fabric netplugin)
 fi
 build=${FUZZ_BUILD:-build-fuzz}
 jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}

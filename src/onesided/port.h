@@ -69,7 +69,9 @@ struct portConn {
   struct portMsg rhdr[NET_RQ];
   void* rreq[NET_RQ];
   int rkind[NET_RQ];                 /* 0 header, 1 data */
+  size_t rsize[NET_RQ];              /* bytes posted */
   int rhead, rcount;
+  int peerNslots;                    /* LOCAL/IPC: slots in peerSlots (the peer said) */
   char* discard;                     /* receive room for a put that cannot land */
   uint64_t discardSize;
   int closed;
@@ -121,6 +123,17 @@ struct anycclProxyService {
 };
 
 /* proxy.c */
+/* A trigger as the proxy takes it (w1 without the commit bit), decoded and
+ * checked against the service's channels and memories (pure: fuzz/fuzz_port.c).
+ * ncclSuccess: a custom trigger (only t->type set), or a known channel whose
+ * put lies inside both memories. Else ncclInvalidArgument with *what, *value,
+ * *limit naming the bad part; the proxy drops it and nothing is written. */
+struct portTrigger {
+  uint32_t type, chan;
+  uint64_t bytes, srcOff, dstOff;
+};
+ncclResult_t portTriggerDecode(const struct anycclProxyService* s, uint64_t w0, uint64_t w1, struct portTrigger* t,
+                               const char** what, uint64_t* value, uint64_t* limit);
 void portSetState(struct anycclProxyService* s, ncclResult_t err);
 void portSetError(struct anycclProxyService* s, ncclResult_t err);
 /* Add 1 to a slot in this process's view (cpu: atomic add and wake; cuda:
@@ -128,11 +141,35 @@ void portSetError(struct anycclProxyService* s, ncclResult_t err);
 ncclResult_t portBumpSlot(struct anycclProxyService* s, struct anycclSemSlot* slot, uint64_t* sent);
 
 /* registry.c */
+/* A memory a peer registered, as it describes it to us (anycclMemorySend /
+ * AllGather, through the bootstrap). */
+struct memWire {
+  int32_t id, owner;
+  uint64_t size, ptr, off;
+  int32_t ipcOk, pad;
+  cudaIpcMemHandle_t ipc;
+};
+/* Pure (fuzz/fuzz_port.c): ncclSuccess if it is peer's memory of 1..2^37-1
+ * bytes at an offset below 2^37; else an error with why. */
+ncclResult_t portParseMemWire(const void* bytes, size_t len, int peer, struct memWire* w, char* why, size_t whyLen);
+/* The peer's half of a semaphore: 0 if slot lies in its slots (LOCAL/IPC;
+ * a network peer checks its own), else -1. */
+static inline int portCheckPeerSlot(const struct portConn* c, int slot) {
+  return c->kind == CONN_NET || (slot >= 0 && slot < c->peerNslots) ? 0 : -1;
+}
 int portTag(struct anycclProxyService* s, int kind, int count);
 ncclResult_t portExportAlloc(void* p, cudaIpcMemHandle_t* h, uint64_t* off, int* ok);
 ncclResult_t portFreeTables(struct anycclProxyService* s);
 
 /* port_net.c */
+/* A message header from peer's proxy (got: the bytes that arrived). Pure
+ * (fuzz/fuzz_port.c): PUT: its m->size bytes land at *ptr, inside memory
+ * registered here; DISCARD: a put to memory or bytes not registered here
+ * (received into the discard buffer and dropped; *why says what); SIGNAL:
+ * semaphore *slot, one of peer's; BAD: the connection fails (*why). */
+enum { PORT_MSG_PUT = 0, PORT_MSG_DISCARD, PORT_MSG_SIGNAL, PORT_MSG_BAD };
+int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* bytes, size_t got, struct portMsg* m,
+                    char** ptr, int* slot, char* why, size_t whyLen);
 ncclResult_t portNetConnect(struct anycclProxyService* s, int peer);
 ncclResult_t portNetPut(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const char* src,
                         uint64_t bytes, uint64_t seq);

@@ -8,6 +8,7 @@
  * left. */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bootstrap.h"
@@ -92,32 +93,48 @@ static ncclResult_t postRecv(struct anycclProxyService* s, struct portConn* c, i
   }
   c->rreq[i] = req;
   c->rkind[i] = kind;
+  c->rsize[i] = size;
   c->rcount++;
   return ncclSuccess;
 }
 
-/* Where a put from the network lands: my registered memory, or (invalid
- * header) a discard buffer, nothing written. */
-static ncclResult_t putTarget(struct anycclProxyService* s, struct portConn* c, int peer, const struct portMsg* m,
-                              char** ptr) {
-  int n = __atomic_load_n(&s->nMems, __ATOMIC_ACQUIRE);
-  if (m->id < (uint32_t)n && s->mems[m->id].kind == MEM_LOCAL && m->off <= s->mems[m->id].size &&
-      m->size <= s->mems[m->id].size - m->off) {
-    *ptr = s->mems[m->id].ptr + m->off;
-    return ncclSuccess;
+int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* bytes, size_t got, struct portMsg* m,
+                    char** ptr, int* slot, char* why, size_t whyLen) {
+  *ptr = NULL;
+  *slot = -1;
+  memset(m, 0, sizeof(*m));
+  if (got != sizeof(*m)) {
+    snprintf(why, whyLen, "a message header of %zu bytes (not %zu)", got, sizeof(*m));
+    return PORT_MSG_BAD;
   }
-  if (!__atomic_exchange_n(&s->warned, 1, __ATOMIC_RELAXED))
-    WARN("port proxy of rank %d: a put from rank %d names memory %u, bytes [%llu, %llu) that is not registered "
-         "here; dropped", s->rank, peer, m->id, (unsigned long long)m->off, (unsigned long long)(m->off + m->size));
-  portSetError(s, ncclInvalidArgument);
-  if (c->discardSize < m->size) {
-    char* d = realloc(c->discard, m->size);
-    if (d == NULL) return ncclSystemError;
-    c->discard = d;
-    c->discardSize = m->size;
+  memcpy(m, bytes, sizeof(*m));
+  if (m->type == ANYCCL_TRIG_PUT) {
+    if (m->size > ANYCCL_PORT_MAX_PUT) {
+      snprintf(why, whyLen, "a put of %llu bytes (one message carries at most %llu)", (unsigned long long)m->size,
+               (unsigned long long)ANYCCL_PORT_MAX_PUT);
+      return PORT_MSG_BAD;
+    }
+    int n = __atomic_load_n(&s->nMems, __ATOMIC_ACQUIRE);
+    if (m->id < (uint32_t)n && s->mems[m->id].kind == MEM_LOCAL && m->off <= s->mems[m->id].size &&
+        m->size <= s->mems[m->id].size - m->off) {
+      *ptr = s->mems[m->id].ptr + m->off;
+      return PORT_MSG_PUT;
+    }
+    snprintf(why, whyLen, "a put from rank %d names memory %u, bytes [%llu, +%llu) that is not registered here", peer,
+             m->id, (unsigned long long)m->off, (unsigned long long)m->size);
+    return PORT_MSG_DISCARD;
   }
-  *ptr = c->discard;
-  return ncclSuccess;
+  if (m->type == ANYCCL_TRIG_SIGNAL) {
+    int n = __atomic_load_n(&s->nSems, __ATOMIC_ACQUIRE);
+    if (m->id < (uint32_t)n && s->sems[m->id].peer == peer) {
+      *slot = (int)m->id;
+      return PORT_MSG_SIGNAL;
+    }
+    snprintf(why, whyLen, "rank %d signalled semaphore %u, which is not one of theirs", peer, m->id);
+    return PORT_MSG_DISCARD;
+  }
+  snprintf(why, whyLen, "a message of unknown type %u from rank %d", m->type, peer);
+  return PORT_MSG_BAD;
 }
 
 static int progressRecv(struct anycclProxyService* s, struct portConn* c, int peer, ncclResult_t* err) {
@@ -135,26 +152,41 @@ static int progressRecv(struct anycclProxyService* s, struct portConn* c, int pe
       c->closed = 1;
       return moved;
     }
-    if (c->rkind[i] != RQ_HDR) continue;
-    struct portMsg m = c->rhdr[i];
-    if (m.type == ANYCCL_TRIG_PUT) {
-      char* ptr;
-      if ((*err = putTarget(s, c, peer, &m, &ptr)) != ncclSuccess) return moved;
-      if (m.size > 0 && (*err = postRecv(s, c, RQ_DATA, ptr, m.size)) != ncclSuccess) return moved;
-    } else if (m.type == ANYCCL_TRIG_SIGNAL) {
-      int n = __atomic_load_n(&s->nSems, __ATOMIC_ACQUIRE);
-      if (m.id < (uint32_t)n && s->sems[m.id].peer == peer) {
-        anycclPortHostSignal(&s->slots[m.id].value, &s->slots[m.id].sleepers);
-      } else {
-        WARN("port proxy of rank %d: rank %d signalled semaphore %u, which is not one of theirs; dropped", s->rank,
-             peer, m.id);
-        portSetError(s, ncclInvalidArgument);
-      }
-    } else {
-      WARN("port proxy of rank %d: message of unknown type %u from rank %d", s->rank, m.type, peer);
-      *err = ncclInternalError;
+    char why[256];
+    if (c->rkind[i] != RQ_HDR) {
+      if (got == c->rsize[i]) continue;
+      WARN("port proxy of rank %d: a put's data from rank %d arrived short (%zu of %zu bytes); the connection fails",
+           s->rank, peer, got, c->rsize[i]);
+      *err = ncclRemoteError;
       return moved;
     }
+    struct portMsg m;
+    char* ptr;
+    int slot;
+    int kind = portNetParseMsg(s, peer, &c->rhdr[i], got, &m, &ptr, &slot, why, sizeof(why));
+    if (kind == PORT_MSG_BAD) {
+      WARN("port proxy of rank %d: %s; the connection to rank %d fails", s->rank, why, peer);
+      *err = ncclRemoteError;
+      return moved;
+    }
+    if (kind == PORT_MSG_DISCARD) {
+      if (!__atomic_exchange_n(&s->warned, 1, __ATOMIC_RELAXED))
+        WARN("port proxy of rank %d: %s; dropped (flush reports ncclInvalidArgument)", s->rank, why);
+      portSetError(s, ncclInvalidArgument);
+      if (m.type == ANYCCL_TRIG_PUT && c->discardSize < m.size) { /* its bytes still come: receive and drop them */
+        char* dd = realloc(c->discard, m.size);
+        if (dd == NULL) {
+          *err = ncclSystemError;
+          return moved;
+        }
+        c->discard = dd;
+        c->discardSize = m.size;
+      }
+      ptr = c->discard;
+    }
+    if (kind == PORT_MSG_SIGNAL) anycclPortHostSignal(&s->slots[slot].value, &s->slots[slot].sleepers);
+    if (m.type == ANYCCL_TRIG_PUT && m.size > 0 && (*err = postRecv(s, c, RQ_DATA, ptr, m.size)) != ncclSuccess)
+      return moved;
     if ((*err = postRecv(s, c, RQ_HDR, NULL, 0)) != ncclSuccess) return moved;
   }
   return moved;

@@ -221,27 +221,49 @@ static ncclResult_t badTrigger(struct anycclProxyService* s, const char* what, u
   return ncclSuccess;
 }
 
+ncclResult_t portTriggerDecode(const struct anycclProxyService* s, uint64_t w0, uint64_t w1, struct portTrigger* t,
+                               const char** what, uint64_t* value, uint64_t* limit) {
+  memset(t, 0, sizeof(*t));
+  t->type = (w1 >> 43) & 0xf;
+  if (t->type & ANYCCL_TRIG_CUSTOM) return ncclSuccess; /* the handler's bits */
+  t->chan = (w1 >> 47) & 0xffff;
+  t->bytes = (w0 >> 37) | (((w1 >> 37) & 0x3f) << 27);
+  t->srcOff = w0 & ANYCCL_TRIG_OFF_MASK;
+  t->dstOff = w1 & ANYCCL_TRIG_OFF_MASK;
+#define TRIG_BAD(w, v, l) (*what = (w), *value = (v), *limit = (l), ncclInvalidArgument)
+  if (t->type == 0) return TRIG_BAD("trigger type", t->type, 0xf);
+  int nChans = __atomic_load_n(&s->nChans, __ATOMIC_ACQUIRE);
+  if (t->chan >= (uint32_t)nChans) return TRIG_BAD("channel id", t->chan, (uint64_t)nChans);
+  if (!(t->type & ANYCCL_TRIG_PUT)) return ncclSuccess;
+  const struct portChan* c = &s->chans[t->chan];
+  const struct portMem* dst = &s->mems[c->dst];
+  const struct portMem* src = &s->mems[c->src];
+  if (t->bytes > ANYCCL_PORT_MAX_PUT) return TRIG_BAD("put size", t->bytes, ANYCCL_PORT_MAX_PUT);
+  if (t->srcOff > src->size || t->bytes > src->size - t->srcOff)
+    return TRIG_BAD("put source end", t->srcOff + t->bytes, src->size);
+  if (t->dstOff > dst->size || t->bytes > dst->size - t->dstOff)
+    return TRIG_BAD("put destination end", t->dstOff + t->bytes, dst->size);
+#undef TRIG_BAD
+  return ncclSuccess;
+}
+
 static ncclResult_t handleTrigger(struct anycclProxyService* s, uint64_t w0, uint64_t w1, uint64_t seq) {
-  uint32_t type = (w1 >> 43) & 0xf;
+  struct portTrigger t;
+  const char* what = NULL;
+  uint64_t value = 0, limit = 0;
+  if (portTriggerDecode(s, w0, w1, &t, &what, &value, &limit) != ncclSuccess) return badTrigger(s, what, value, limit);
+  uint32_t type = t.type;
   if (type & ANYCCL_TRIG_CUSTOM) {
     if (s->handler == NULL) return badTrigger(s, "custom trigger, but the service has no handler", type, 0);
     ncclResult_t r = s->handler(s->handlerArg, w0, w1);
     if (r != ncclSuccess) portSetError(s, r);
     return ncclSuccess;
   }
-  uint32_t id = (w1 >> 47) & 0xffff;
-  uint64_t bytes = (w0 >> 37) | (((w1 >> 37) & 0x3f) << 27);
-  uint64_t srcOff = w0 & ANYCCL_TRIG_OFF_MASK, dstOff = w1 & ANYCCL_TRIG_OFF_MASK;
-  int nChans = __atomic_load_n(&s->nChans, __ATOMIC_ACQUIRE);
-  if (type == 0) return badTrigger(s, "trigger type", type, 0xf);
-  if (id >= (uint32_t)nChans) return badTrigger(s, "channel id", id, nChans);
-  struct portChan* c = &s->chans[id];
+  uint64_t bytes = t.bytes, srcOff = t.srcOff, dstOff = t.dstOff;
+  struct portChan* c = &s->chans[t.chan];
   if (type & ANYCCL_TRIG_PUT) {
     struct portMem* dst = &s->mems[c->dst];
     struct portMem* src = &s->mems[c->src];
-    if (bytes > ANYCCL_PORT_MAX_PUT) return badTrigger(s, "put size", bytes, ANYCCL_PORT_MAX_PUT);
-    if (srcOff > src->size || bytes > src->size - srcOff) return badTrigger(s, "put source end", srcOff + bytes, src->size);
-    if (dstOff > dst->size || bytes > dst->size - dstOff) return badTrigger(s, "put destination end", dstOff + bytes, dst->size);
     if (dst->kind == MEM_NET) {
       NCCLCHECK(portNetPut(s, dst->owner, dst->ownerId, dstOff, src->ptr + srcOff, bytes, seq));
     } else if (s->cuda) {

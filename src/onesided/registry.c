@@ -7,6 +7,7 @@
  * does it); a peer on another host (NCCL_HOSTID) through the network
  * (port_net.c): its memories are known by their ids in its own service. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bootstrap.h"
@@ -56,12 +57,24 @@ static int connKind(struct anycclProxyService* s, int q) {
 
 /* ---- memory ------------------------------------------------------------------------ */
 
-struct memWire {
-  int32_t id, owner;
-  uint64_t size, ptr, off;
-  int32_t ipcOk, pad;
-  cudaIpcMemHandle_t ipc;
-};
+ncclResult_t portParseMemWire(const void* bytes, size_t len, int peer, struct memWire* w, char* why, size_t whyLen) {
+  memset(w, 0, sizeof(*w));
+  if (len != sizeof(*w)) {
+    snprintf(why, whyLen, "%zu bytes, not a memory description of %zu", len, sizeof(*w));
+    return ncclRemoteError;
+  }
+  memcpy(w, bytes, sizeof(*w));
+  if (w->owner != peer || w->id < 0) {
+    snprintf(why, whyLen, "rank %d gave no valid memory (owner %d, id %d)", peer, w->owner, w->id);
+    return ncclInvalidArgument;
+  }
+  if (w->size == 0 || w->size >= ANYCCL_PORT_MAX_OFFSET || w->off >= ANYCCL_PORT_MAX_OFFSET) {
+    snprintf(why, whyLen, "rank %d's memory %d claims %llu bytes at offset %llu (at most 2^37 - 1 each)", peer, w->id,
+             (unsigned long long)w->size, (unsigned long long)w->off);
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
 
 static ncclResult_t addMem(struct anycclProxyService* s, const struct portMem* m, const char* fn, anycclMemoryId* id) {
   int n = s->nMems;
@@ -104,7 +117,14 @@ static ncclResult_t makeWire(struct anycclProxyService* s, anycclMemoryId local,
   return portExportAlloc(m->ptr, &w->ipc, &w->off, &w->ipcOk);
 }
 
-static ncclResult_t importMem(struct anycclProxyService* s, int peer, const struct memWire* w, anycclMemoryId* id) {
+static ncclResult_t importMem(struct anycclProxyService* s, int peer, const struct memWire* wire, anycclMemoryId* id) {
+  struct memWire checked, *w = &checked;
+  char why[200];
+  ncclResult_t res = portParseMemWire(wire, sizeof(*wire), peer, w, why, sizeof(why));
+  if (res != ncclSuccess) {
+    WARN("port: rank %d: %s", s->rank, why);
+    return res;
+  }
   struct portMem m = {MEM_MAPPED, peer, w->id, (char*)(uintptr_t)w->ptr, w->size, NULL};
   int kind = peer == s->rank ? CONN_LOCAL : connKind(s, peer);
   if (kind == CONN_NET) {
@@ -117,6 +137,15 @@ static ncclResult_t importMem(struct anycclProxyService* s, int peer, const stru
       return ncclInvalidUsage;
     }
     NCCLCHECK(importAlloc(s, peer, &w->ipc, w->off, "registered memory", &m.ptr, &m.ipcBase));
+    void* base;
+    size_t mapped;
+    if (anycclRt.memGetAddressRange && anycclRt.memGetAddressRange(m.ipcBase, &base, &mapped) == 0 &&
+        (w->off > mapped || w->size > mapped - w->off)) {
+      WARN("port: rank %d's memory %d claims %llu bytes at offset %llu of a mapping of %zu bytes", peer, w->id,
+           (unsigned long long)w->size, (unsigned long long)w->off, mapped);
+      anycclRt.ipcCloseMemHandle(m.ipcBase);
+      return ncclRemoteError;
+    }
   }
   ncclResult_t r = addMem(s, &m, "anycclMemoryRecv", id);
   if (r != ncclSuccess && m.ipcBase) anycclRt.ipcCloseMemHandle(m.ipcBase);
@@ -167,9 +196,6 @@ PORT_API ncclResult_t anycclMemoryAllGather(anycclProxyService_t s, anycclMemory
   for (int q = 0; q < s->nRanks && r == ncclSuccess; q++) {
     if (q == s->rank) {
       remote[q] = local;
-    } else if (all[q].owner != q) {
-      WARN("%s: rank %d gave no valid memory", fn, q);
-      r = ncclInvalidArgument;
     } else {
       r = importMem(s, q, &all[q], &remote[q]);
     }
@@ -192,7 +218,7 @@ PORT_API ncclResult_t anycclMemoryPointer(anycclProxyService_t s, anycclMemoryId
 
 struct slotsWire {
   uint64_t ptr, off;
-  int32_t ipcOk, pad;
+  int32_t ipcOk, nslots; /* nslots: the sender's semaphore slots (its ANYCCL_PORT_MAX_SEMAPHORES) */
   cudaIpcMemHandle_t ipc;
 };
 
@@ -212,10 +238,12 @@ static ncclResult_t portConnect(struct anycclProxyService* s, int peer) {
     struct slotsWire mine, theirs;
     memset(&mine, 0, sizeof(mine));
     mine.ptr = (uint64_t)(uintptr_t)s->slots;
+    mine.nslots = s->maxSems;
     NCCLCHECK(portExportAlloc(s->slots, &mine.ipc, &mine.off, &mine.ipcOk));
     int tag = portTag(s, TAG_CONN, 0);
     NCCLCHECK(bootstrapSend(s->comm->bootstrap, peer, tag, &mine, sizeof(mine)));
     NCCLCHECK(bootstrapRecv(s->comm->bootstrap, peer, tag, &theirs, sizeof(theirs)));
+    c->peerNslots = theirs.nslots;
     if (c->kind == CONN_LOCAL) {
       c->peerSlots = (char*)(uintptr_t)theirs.ptr;
     } else {
@@ -257,6 +285,10 @@ PORT_API ncclResult_t anycclSemaphoreCreate(anycclProxyService_t s, int peer, an
   if (r == ncclSuccess && theirs < 0) {
     WARN("%s: rank %d could not make its half of the semaphore", fn, peer);
     r = ncclInvalidUsage;
+  }
+  if (r == ncclSuccess && portCheckPeerSlot(&s->conns[peer], theirs) != 0) {
+    WARN("%s: rank %d gave semaphore slot %d, outside its %d slots", fn, peer, theirs, s->conns[peer].peerNslots);
+    r = ncclRemoteError;
   }
   if (r == ncclSuccess) {
     s->sems[slot] = (struct portSem){peer, theirs, 0, 0};

@@ -316,13 +316,9 @@ P2P_API ncclResult_t anycclP2pConnect(anycclP2pEndpoint_t ep, const anycclP2pHan
   ARGCHECK(ep != NULL && handle != NULL && out != NULL, fn, "ep, handle or conn is NULL");
   *out = NULL;
   struct p2pWireHandle h;
-  memcpy(&h, handle->bytes, sizeof(h));
-  ARGCHECK(h.magic == P2P_HANDLE_MAGIC && h.naddrs >= 1 && h.naddrs <= P2P_MAX_IFS, fn,
-           "the handle is not one anycclP2pListen made (magic %llx, %d addresses); pass the listener's bytes intact",
-           (unsigned long long)h.magic, h.naddrs);
-  for (int i = 0; i < h.naddrs; i++)
-    ARGCHECK(h.addrs[i].sa.sa_family == AF_INET || h.addrs[i].sa.sa_family == AF_INET6, fn,
-             "the handle's address %d has family %d; pass the listener's bytes intact", i, h.addrs[i].sa.sa_family);
+  char why[160];
+  ARGCHECK(p2pParseHandle(handle->bytes, sizeof(handle->bytes), &h, why, sizeof(why)) == ncclSuccess, fn,
+           "the handle is %s; pass the listener's bytes intact", why);
   struct anycclP2pConn* c = connNew(ep, ep->channels, ep->chunk, ep->window);
   if (c == NULL) return ncclSystemError;
   uint64_t connId = randomU64();
@@ -348,10 +344,9 @@ P2P_API ncclResult_t anycclP2pConnect(anycclP2pEndpoint_t ep, const anycclP2pHan
  * complete one is returned. Junk is closed. */
 static struct anycclP2pConn* acceptOne(struct anycclP2pEndpoint* ep, struct ncclSocket* s, int ifIndex) {
   struct p2pHello hi;
-  char buf[NCCL_SOCKET_NAME_MAXLEN];
-  if (ncclSocketRecv(s, &hi, sizeof(hi), ncclSocketDeadlineMs(HELLO_MS)) != ncclSuccess || hi.magic != P2P_HANDLE_MAGIC ||
-      hi.cookie != ep->cookie || hi.nchannels < 1 || hi.nchannels > ANYCCL_P2P_MAX_CHANNELS || hi.index < 0 ||
-      hi.index >= hi.nchannels || hi.chunk < 4096 || hi.chunk > (1u << 30) || hi.window < 1 || hi.window > 1024) {
+  char buf[NCCL_SOCKET_NAME_MAXLEN], bytes[sizeof(hi)];
+  if (ncclSocketRecv(s, bytes, sizeof(bytes), ncclSocketDeadlineMs(HELLO_MS)) != ncclSuccess ||
+      p2pParseHello(bytes, sizeof(bytes), ep->cookie, &hi) != ncclSuccess) {
     INFO(NCCL_NET, "P2P: dropped a connection from %s that is not a P2P peer of this endpoint",
          ncclSocketToString(&s->addr, buf));
     ncclSocketClose(s);

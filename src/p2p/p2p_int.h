@@ -213,6 +213,17 @@ struct anycclP2pEndpoint {
   uint64_t nextKey;
 };
 
+/* p2p_wire.c: the bytes from outside (pure; fuzz/fuzz_p2p.c) */
+/* A handle from anycclP2pListen: ncclInvalidArgument (with why) unless it has
+ * the magic and 1..P2P_MAX_IFS IPv4/IPv6 addresses with ports. */
+ncclResult_t p2pParseHandle(const void* bytes, size_t len, struct p2pWireHandle* out, char* why, size_t whyLen);
+/* A hello on an accepted socket: ncclSuccess only with this listener's
+ * cookie, 1..ANYCCL_P2P_MAX_CHANNELS channels, an index below that, a chunk
+ * of 4 KB..1 GB and a window of 1..1024. */
+ncclResult_t p2pParseHello(const void* bytes, size_t len, uint64_t cookie, struct p2pHello* out);
+/* A chunk header: magic, a known op, len <= chunk and <= total. */
+int p2pHeaderValid(const struct p2pHdr* h, size_t chunk);
+
 /* p2p_progress.c */
 ncclResult_t p2pConnStart(struct anycclP2pConn* c);
 void p2pConnStop(struct anycclP2pConn* c); /* joins the thread */

@@ -58,6 +58,12 @@ void p2pOutPush(struct anycclP2pConn* c, struct anycclP2pReq* r) {
 void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_t err) {
   if (r->done) return;
   p2pReqUnlink(c, r);
+  /* a channel still reading a chunk into r (a peer that sent overlapping
+   * chunks, or refused a read halfway) discards the rest: r and its buffer
+   * belong to the caller once done is seen. Callers hold plock, or (a
+   * receive completed as it is posted) r is no channel's yet. */
+  for (int k = 0; k < c->nch; k++)
+    if (c->ch[k].rreq == r) c->ch[k].rreq = NULL, c->ch[k].rdst = NULL;
   r->err = err;
   if (r->kind == REQ_RESP) {
     free(r);
@@ -362,11 +368,6 @@ static void chunkArrived(struct anycclP2pConn* c, int k) {
   ch->rhdrGot = 0;
 }
 
-static int headerValid(const struct p2pHdr* h, size_t chunk) {
-  return h->magic == P2P_MAGIC && h->op >= P2P_OP_MSG && h->op <= P2P_OP_BYE && h->len <= chunk &&
-         h->len <= h->total + (h->op == P2P_OP_READREQ ? 0 : 0);
-}
-
 static int recvChannel(struct anycclP2pConn* c, int k) {
   struct p2pChannel* ch = &c->ch[k];
   int progressed = 0;
@@ -409,7 +410,7 @@ static int recvChannel(struct anycclP2pConn* c, int k) {
     if (ch->rstate == 0) {
       ch->rhdrGot += (size_t)n;
       if (ch->rhdrGot < sizeof(ch->rhdr)) continue;
-      if (!headerValid(&ch->rhdr, c->chunk)) {
+      if (!p2pHeaderValid(&ch->rhdr, c->chunk)) {
         connError(c, ncclRemoteError, "a channel carried bytes that are not the P2P protocol", k, "bad header");
         return -1;
       }

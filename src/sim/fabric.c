@@ -42,24 +42,36 @@ struct field {
   double min;  /* doubles and ints: smallest allowed */
   size_t size; /* words: the buffer's size */
 };
+#define SIM_MAX_INT (1 << 24) /* an integer field's largest value */
+#define SIM_MAX_DOUBLE 1e12   /* a number's (GB/s, us): rates in bytes/s stay finite */
+#define SIM_MAX_LINKS (1 << 22)
+
+#define SIM_MAX_FIELDS 16
+/* The line that set a field (lines[i]: field i's; 0: not set). */
+static int lineOf(const struct field* fields, const int* lines, int n, const char* key) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(fields[i].key, key) == 0) return lines[i];
+  return 0;
+}
 
 static int fail(char* err, size_t len, const char* file, int line, const char* key, const char* what) {
   snprintf(err, len, "%s:%d: %s: %s", file, line, key, what);
   return -1;
 }
 
-/* Reads `file` into the fields; unknown keys and bad values are errors.
- * onWord(ctx, key, value, why) handles F_WORD values (0 ok, else sets why). */
-static int parseFile(const char* file, struct field* fields, int nfields, char* err, size_t len) {
-  FILE* f = fopen(file, "r");
-  if (f == NULL) {
-    snprintf(err, len, "%s: cannot open: %s", file, strerror(errno));
-    return -1;
-  }
+/* Reads the text of `file` (from f) into the fields; unknown keys, bad
+ * values, lines over 1023 bytes and NUL bytes are errors. F_LIST entries
+ * are "line:value". */
+static int parseStream(const char* file, FILE* f, struct field* fields, int nfields, int* lines, char* err,
+                       size_t len) {
   char buf[1024];
   int line = 0, rc = 0;
   while (rc == 0 && fgets(buf, sizeof(buf), f)) {
     line++;
+    if (strchr(buf, '\n') == NULL && !feof(f)) { /* also a NUL byte: strchr stops there */
+      rc = fail(err, len, file, line, "line", "longer than 1023 bytes or holds a NUL byte (not a text file?)");
+      break;
+    }
     char* hash = strchr(buf, '#');
     if (hash) *hash = '\0';
     char key[128], val[512], extra[8];
@@ -84,6 +96,7 @@ static int parseFile(const char* file, struct field* fields, int nfields, char* 
       rc = fail(err, len, file, line, key, what);
       break;
     }
+    lines[i] = line;
     if (fields[i].type == F_WORD || fields[i].type == F_LIST) {
       char* dst = fields[i].dst;
       size_t at = fields[i].type == F_LIST ? strlen(dst) : 0;
@@ -95,7 +108,7 @@ static int parseFile(const char* file, struct field* fields, int nfields, char* 
         memcpy(dst, val, strlen(val) + 1);
       } else {
         if (at) dst[at++] = '\n';
-        int w = snprintf(dst + at, fields[i].size - at, "%s:%d:%s", file, line, val);
+        int w = snprintf(dst + at, fields[i].size - at, "%d:%s", line, val);
         if (w < 0 || (size_t)w >= fields[i].size - at) {
           dst[at ? at - 1 : 0] = '\0';
           rc = fail(err, len, file, line, key, "too many of them");
@@ -108,21 +121,36 @@ static int parseFile(const char* file, struct field* fields, int nfields, char* 
     errno = 0;
     double v = strtod(val, &end);
     if (fields[i].type == F_DOUBLE && *end == ':' && end[1] == '1' && end[2] == '\0') end += 2; /* "2:1" */
-    if (errno || *end || !isfinite(v) || v < fields[i].min || (fields[i].type == F_INT && v != floor(v))) {
+    int isInt = fields[i].type == F_INT;
+    if (errno || *end || !isfinite(v) || v < fields[i].min || v > (isInt ? SIM_MAX_INT : SIM_MAX_DOUBLE) ||
+        (isInt && v != floor(v))) {
       char what[160];
-      snprintf(what, sizeof(what), "'%.64s' is not %s >= %g", val, fields[i].type == F_INT ? "an integer" : "a number",
-               fields[i].min);
+      snprintf(what, sizeof(what), "'%.64s' is not %s >= %g and <= %.15g", val, isInt ? "an integer" : "a number",
+               fields[i].min, isInt ? (double)SIM_MAX_INT : SIM_MAX_DOUBLE);
       rc = fail(err, len, file, line, key, what);
       break;
     }
     if (fields[i].type == F_INT) *(int*)fields[i].dst = (int)v;
     else *(double*)fields[i].dst = v;
   }
-  fclose(f);
   return rc;
 }
 
+static FILE* openText(const char* file, char* err, size_t len) {
+  FILE* f = fopen(file, "r");
+  if (f == NULL) snprintf(err, len, "%s: cannot open: %s", file, strerror(errno));
+  return f;
+}
+
 ncclResult_t simCalibLoad(const char* path, struct simCalib* c, char* err, size_t len) {
+  FILE* in = openText(path, err, len);
+  if (in == NULL) return ncclInvalidUsage;
+  ncclResult_t res = simCalibRead(path, in, c, err, len);
+  fclose(in);
+  return res;
+}
+
+ncclResult_t simCalibRead(const char* path, FILE* in, struct simCalib* c, char* err, size_t len) {
   struct field fields[] = {
       {"block_GBps", F_DOUBLE, &c->blockGBps, 1e-3, 0},      {"nvlink_GBps", F_DOUBLE, &c->nvlinkGBps, 1e-3, 0},
       {"pcie_GBps", F_DOUBLE, &c->pcieGBps, 1e-3, 0},        {"copy_GBps", F_DOUBLE, &c->copyGBps, 1e-3, 0},
@@ -130,9 +158,11 @@ ncclResult_t simCalibLoad(const char* path, struct simCalib* c, char* err, size_
       {"simple_step_us", F_DOUBLE, &c->simpleStepUs, 0, 0},  {"ll_efficiency", F_DOUBLE, &c->llEfficiency, 1e-3, 0},
       {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0},
   };
-  if (parseFile(path, fields, sizeof(fields) / sizeof(fields[0]), err, len) != 0) return ncclInvalidUsage;
+  int nf = sizeof(fields) / sizeof(fields[0]), lines[SIM_MAX_FIELDS] = {0};
+  if (parseStream(path, in, fields, nf, lines, err, len) != 0) return ncclInvalidUsage;
   if (c->llEfficiency > 1) {
-    snprintf(err, len, "%s: ll_efficiency: %g is more than 1", path, c->llEfficiency);
+    snprintf(err, len, "%s:%d: ll_efficiency: %g is more than 1", path, lineOf(fields, lines, nf, "ll_efficiency"),
+             c->llEfficiency);
     return ncclInvalidUsage;
   }
   return ncclSuccess;
@@ -149,6 +179,19 @@ static ncclResult_t setupLinks(struct simFabric* f, char* err, size_t len);
 static ncclResult_t applyDegrade(struct simFabric* f, const char* list, char* err, size_t len);
 
 ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, char* err, size_t len) {
+  if (path == NULL) return simFabricRead(NULL, NULL, 1, nranks, f, err, len);
+  FILE* in = openText(path, err, len);
+  if (in == NULL) {
+    memset(f, 0, sizeof(*f));
+    return ncclInvalidUsage;
+  }
+  ncclResult_t res = simFabricRead(path, in, 1, nranks, f, err, len);
+  fclose(in);
+  return res;
+}
+
+ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks, struct simFabric* f, char* err,
+                           size_t len) {
   memset(f, 0, sizeof(*f));
   f->hosts = 0;
   f->gpusPerHost = 8;
@@ -162,6 +205,7 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
   snprintf(f->name, sizeof(f->name), "%s", path ? path : "default");
   simCalibDefaults(&f->calib);
   char fabricWord[256] = "rail", calibFile[256] = "", hostXml[256] = "", degrade[4096] = "";
+  int hostsLine = 0;
   if (path) {
     struct field fields[] = {
         {"hosts", F_INT, &f->hosts, 1, 0},
@@ -177,11 +221,13 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
         {"host_xml", F_WORD, hostXml, 0, sizeof(hostXml)},
         {"degrade", F_LIST, degrade, 0, sizeof(degrade)},
     };
-    if (parseFile(path, fields, sizeof(fields) / sizeof(fields[0]), err, len) != 0) return ncclInvalidUsage;
+    int nf = sizeof(fields) / sizeof(fields[0]), lines[SIM_MAX_FIELDS] = {0};
+    if (parseStream(path, in, fields, nf, lines, err, len) != 0) return ncclInvalidUsage;
     if (strcasecmp(fabricWord, "rail") == 0 || strcasecmp(fabricWord, "rail-optimized") == 0) f->kind = SIM_RAIL;
     else if (strcasecmp(fabricWord, "fattree") == 0 || strcasecmp(fabricWord, "fat-tree") == 0) f->kind = SIM_FATTREE;
     else {
-      snprintf(err, len, "%s: fabric: '%s' is neither rail nor fattree", path, fabricWord);
+      snprintf(err, len, "%s:%d: fabric: '%s' is neither rail nor fattree", path, lineOf(fields, lines, nf, "fabric"),
+               fabricWord);
       return ncclInvalidUsage;
     }
     if (strcasecmp(f->device, "h200") == 0) {
@@ -189,35 +235,49 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
       f->calib.blockGBps = 40; /* H100: slower SMs and HBM3; NVLink 4 as on H200 */
       f->calib.nvlinkGBps = 350;
     } else {
-      snprintf(err, len, "%s: device: '%s' is not a built-in kind (h200, h100); name a calibration file", path,
-               f->device);
+      snprintf(err, len, "%s:%d: device: '%s' is not a built-in kind (h200, h100); name a calibration file", path,
+               lineOf(fields, lines, nf, "device"), f->device);
       return ncclInvalidUsage;
     }
-    if (calibFile[0]) {
+    if (calibFile[0] && openFiles) {
       char p[512];
       relativeTo(path, calibFile, p, sizeof(p));
       if (simCalibLoad(p, &f->calib, err, len) != ncclSuccess) return ncclInvalidUsage;
     }
     if (hostXml[0]) {
       relativeTo(path, hostXml, f->hostXml, sizeof(f->hostXml));
-      if (access(f->hostXml, R_OK) != 0) {
-        snprintf(err, len, "%s: host_xml: cannot read %s", path, f->hostXml);
+      if (openFiles && access(f->hostXml, R_OK) != 0) {
+        snprintf(err, len, "%s:%d: host_xml: cannot read %s", path, lineOf(fields, lines, nf, "host_xml"), f->hostXml);
         return ncclInvalidUsage;
       }
     }
     if (f->nicsPerHost > f->gpusPerHost || f->gpusPerHost % f->nicsPerHost) {
-      snprintf(err, len, "%s: nics_per_host: %d does not divide gpus_per_host (%d)", path, f->nicsPerHost,
-               f->gpusPerHost);
+      snprintf(err, len, "%s:%d: nics_per_host: %d does not divide gpus_per_host (%d)", path,
+               lineOf(fields, lines, nf, "nics_per_host") ? lineOf(fields, lines, nf, "nics_per_host")
+                                                          : lineOf(fields, lines, nf, "gpus_per_host"),
+               f->nicsPerHost, f->gpusPerHost);
       return ncclInvalidUsage;
     }
+    hostsLine = lineOf(fields, lines, nf, "hosts");
   }
   if (f->hosts == 0) f->hosts = (nranks + f->gpusPerHost - 1) / f->gpusPerHost;
+  char at[16] = "";
+  if (hostsLine) snprintf(at, sizeof(at), ":%d", hostsLine);
   if ((long long)f->hosts * f->gpusPerHost < nranks) {
-    snprintf(err, len, "%s: hosts: %d hosts x %d GPUs is fewer than the communicator's %d ranks", f->name, f->hosts,
-             f->gpusPerHost, nranks);
+    snprintf(err, len, "%s%s: hosts: %d hosts x %d GPUs is fewer than the communicator's %d ranks", f->name, at,
+             f->hosts, f->gpusPerHost, nranks);
     return ncclInvalidUsage;
   }
-  const char* calibEnv = getenv("ANYCCL_SIM_CALIB");
+  int kind = f->kind;
+  long long groups = ((long long)f->hosts + f->hostsPerLeaf - 1) / f->hostsPerLeaf;
+  long long links = 4LL * f->hosts * f->gpusPerHost + 2LL * f->hosts * f->nicsPerHost +
+                    2 * (kind == SIM_FATTREE ? groups : f->nicsPerHost * groups);
+  if (links > SIM_MAX_LINKS) {
+    snprintf(err, len, "%s%s: hosts: %d hosts x %d GPUs, %d NICs make %lld links (at most %d)", f->name, at, f->hosts,
+             f->gpusPerHost, f->nicsPerHost, links, SIM_MAX_LINKS);
+    return ncclInvalidUsage;
+  }
+  const char* calibEnv = openFiles ? getenv("ANYCCL_SIM_CALIB") : NULL;
   if (calibEnv && calibEnv[0] && simCalibLoad(calibEnv, &f->calib, err, len) != ncclSuccess) return ncclInvalidUsage;
   ncclResult_t res = setupLinks(f, err, len);
   if (res == ncclSuccess) res = applyDegrade(f, degrade, err, len);
@@ -270,8 +330,30 @@ static ncclResult_t setupLinks(struct simFabric* f, char* err, size_t len) {
   return ncclSuccess;
 }
 
+/* The id of a link name as simLinkName writes it; -1 if none. */
+static int linkId(const struct simFabric* f, const char* name) {
+  int a = -1, b = -1, n = 0, id = -1;
+  char what[32] = "";
+  if (sscanf(name, "host%d/gpu%d/%31[a-z-]%n", &a, &b, what, &n) == 3 && name[n] == '\0') {
+    static const char* gpuLinks[4] = {"nvlink-out", "nvlink-in", "pcie-to-nic", "pcie-from-nic"};
+    int k = 0;
+    while (k < 4 && strcmp(what, gpuLinks[k]) != 0) k++;
+    if (a >= 0 && a < f->hosts && b >= 0 && b < f->gpusPerHost && k < 4) id = 4 * (a * f->gpusPerHost + b) + k;
+  } else if (sscanf(name, "host%d/nic%d/%31[a-z]%n", &a, &b, what, &n) == 3 && name[n] == '\0') {
+    if (a >= 0 && a < f->hosts && b >= 0 && b < f->nicsPerHost && (!strcmp(what, "out") || !strcmp(what, "in")))
+      id = nicBase(f) + 2 * (a * f->nicsPerHost + b) + (what[0] == 'i');
+  } else if (sscanf(name, "leaf%d/%31[a-z-]%n", &a, what, &n) == 2 && name[n] == '\0') {
+    if (a >= 0 && a < f->nLeaves && (!strcmp(what, "up-to-spine") || !strcmp(what, "down-from-spine")))
+      id = leafBase(f) + 2 * a + (what[0] == 'd');
+  }
+  if (id < 0 || id >= f->nLinks) return -1;
+  char back[128]; /* the name it gives is the one asked for ("host01" is not "host1") */
+  simLinkName(f, id, back, sizeof(back));
+  return strcmp(back, name) == 0 ? id : -1;
+}
+
 /* "degrade <link name>=<GB/s>" lines (a slow or failing link, for what-if
- * studies): the list holds "file:line:value" entries. */
+ * studies): the list holds "line:value" entries of the file f->name. */
 static ncclResult_t applyDegrade(struct simFabric* f, const char* list, char* err, size_t len) {
   while (list && *list) {
     const char* nl = strchr(list, '\n');
@@ -279,30 +361,24 @@ static ncclResult_t applyDegrade(struct simFabric* f, const char* list, char* er
     snprintf(item, sizeof(item), "%.*s", (int)(nl ? nl - list : (long)strlen(list)), list);
     list = nl ? nl + 1 : NULL;
     char* c1 = strchr(item, ':');
-    char* c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-    if (c2 == NULL) continue;
-    *c1 = *c2 = '\0';
-    int line = atoi(c1 + 1);
-    char* val = c2 + 1;
+    if (c1 == NULL) continue;
+    *c1 = '\0';
+    int line = atoi(item);
+    char* val = c1 + 1;
     char* eq = strrchr(val, '=');
     char* end = NULL;
     double gbps = eq ? strtod(eq + 1, &end) : 0;
-    if (eq == NULL || end == eq + 1 || *end || !(gbps > 0)) {
-      fail(err, len, item, line, "degrade", "write 'degrade <link name>=<GB/s>' with a rate > 0");
+    if (eq == NULL || end == eq + 1 || *end || !(gbps > 0 && gbps <= SIM_MAX_DOUBLE)) {
+      fail(err, len, f->name, line, "degrade", "write 'degrade <link name>=<GB/s>' with a rate > 0 and <= 1e12");
       return ncclInvalidUsage;
     }
     *eq = '\0';
-    int id = -1;
-    for (int l = 0; l < f->nLinks && id < 0; l++) {
-      char name[128];
-      simLinkName(f, l, name, sizeof(name));
-      if (strcmp(name, val) == 0) id = l;
-    }
+    int id = linkId(f, val);
     if (id < 0) {
       char what[400];
       snprintf(what, sizeof(what), "no link named '%.200s' (names as in the link summary: host0/gpu3/nvlink-out, "
                "host1/nic0/in, leaf2/up-to-spine)", val);
-      fail(err, len, item, line, "degrade", what);
+      fail(err, len, f->name, line, "degrade", what);
       return ncclInvalidUsage;
     }
     f->linkBps[id] = gbps * 1e9;

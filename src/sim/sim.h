@@ -49,6 +49,13 @@ struct simFabric {
  * for nranks); *err gets "file:line: field: what" on failure. */
 ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, char* err, size_t errLen);
 ncclResult_t simCalibLoad(const char* path, struct simCalib* c, char* err, size_t errLen);
+/* The same from an open stream (fuzz/fuzz_fabric.c reads them from memory);
+ * path names the file in errors and is where files named in it are found.
+ * openFiles 0: the calibration file a fabric names, ANYCCL_SIM_CALIB and
+ * host_xml are not opened (only the fabric's own text is read). */
+ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks, struct simFabric* f, char* err,
+                           size_t errLen);
+ncclResult_t simCalibRead(const char* path, FILE* in, struct simCalib* c, char* err, size_t errLen);
 void simCalibDefaults(struct simCalib* c);
 void simFabricFree(struct simFabric* f);
 /* The route of src -> dst (GPU indices): link ids in *links (at most 8);

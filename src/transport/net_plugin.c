@@ -20,6 +20,7 @@
 #include "checks.h"
 #include "net.h"
 #include "net_plugin.h"
+#include "net_plugin_check.h"
 #include "param.h"
 #include "socket.h"
 
@@ -38,21 +39,24 @@ static void pluginLog(int level, unsigned long flags, const char* file, int line
 }
 
 static ncclResult_t pgInit(void) { return ncclSuccess; } /* done at load */
-static ncclResult_t pgDevices(int* n) { return plug->devices(n); }
+/* A plugin's answer that anyccl cannot use: one WARN naming it. */
+static ncclResult_t pgRefuse(ncclResult_t res, const char* why) {
+  if (res != ncclSuccess) WARN("NET/Plugin %s: %s; fix the plugin or unset NCCL_NET_PLUGIN", plugName, why);
+  return res;
+}
+
+static ncclResult_t pgDevices(int* n) {
+  char why[160];
+  NCCLCHECK(plug->devices(n));
+  return pgRefuse(anycclPluginCheckDevices(*n, why, sizeof(why)), why);
+}
 
 static ncclResult_t pgGetProperties(int dev, anycclNetProperties* p) {
   anycclPluginProps_v8 v;
   memset(&v, 0, sizeof(v));
   NCCLCHECK(plug->getProperties(dev, &v));
-  memset(p, 0, sizeof(*p));
-  snprintf(p->name, sizeof(p->name), "%s", v.name ? v.name : "?");
-  snprintf(p->pciPath, sizeof(p->pciPath), "%s", v.pciPath ? v.pciPath : "");
-  p->guid = v.guid;
-  p->speed = v.speed;
-  p->port = v.port;
-  p->maxComms = v.maxComms;
-  p->latency = (int)v.latency;
-  return ncclSuccess;
+  char why[160];
+  return pgRefuse(anycclPluginCheckProps(&v, p, why, sizeof(why)), why);
 }
 
 static ncclResult_t pgListen(int dev, void* handle, void** listenComm, volatile uint32_t* abortFlag) {
@@ -119,10 +123,10 @@ static ncclResult_t pgIrecv(void* comm, int n, void** data, size_t* sizes, int* 
 }
 
 static ncclResult_t pgTest(void* request, int* done, size_t* sizes) {
-  int s = 0;
-  NCCLCHECK(plug->test(request, done, &s));
-  if (*done && sizes) *sizes = s < 0 ? 0 : (size_t)s;
-  return ncclSuccess;
+  int s = 0, d = 0;
+  char why[160];
+  NCCLCHECK(plug->test(request, &d, &s));
+  return pgRefuse(anycclPluginCheckTest(d, s, done, sizes, why, sizeof(why)), why);
 }
 
 static ncclResult_t pgCloseSend(void* c) { return plug->closeSend(c); }

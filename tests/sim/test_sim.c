@@ -123,10 +123,32 @@ static void badFabric(void) {
   badOne("bad2.fabric", "# two hosts\nhosts two\n", "%s:2: hosts: 'two' is not an integer");
   badOne("bad3.fabric", "hosts 1\n\ngpus_per_host\n", "%s:3: gpus_per_host: no value");
   badOne("bad4.fabric", "oversubscription 0.5\n", "%s:1: oversubscription: '0.5' is not a number >= 1");
-  badOne("bad5.fabric", "fabric torus\n", "%s: fabric: 'torus' is neither rail nor fattree");
-  badOne("bad6.fabric", "hosts 1\ngpus_per_host 4\nnics_per_host 4\n", "%s: hosts: 1 hosts x 4 GPUs is fewer than");
+  badOne("bad5.fabric", "fabric torus\n", "%s:1: fabric: 'torus' is neither rail nor fattree");
+  badOne("bad6.fabric", "hosts 1\ngpus_per_host 4\nnics_per_host 4\n", "%s:1: hosts: 1 hosts x 4 GPUs is fewer than");
   badOne("bad7.fabric", "hosts 1\ndegrade host0/gpu9/nvlink-out=10\n", "%s:2: degrade: no link named");
   badOne("bad8.fabric", "hosts 1\nnic_gbps 400 800\n", "%s:2: nic_gbps: more than one value");
+  /* found while readying fabric.c for fuzz/fuzz_fabric.c: an integer past INT_MAX was converted anyway (undefined), a fabric of
+   * 2^31 GPUs overflowed the link count, and /dev/zero as a file read zeros forever */
+  badOne("bad9.fabric", "hosts 3000000000\n", "%s:1: hosts: '3000000000' is not an integer >= 1 and <= 16777216");
+  badOne("bad9b.fabric", "hosts 2\nnic_gbps 1e300\n", "%s:2: nic_gbps: '1e300' is not a number >= 0.001 and <= 1000000000000");
+  badOne("bad9c.fabric", "hosts 2\ndegrade host1/nic1/in=11e305\n", "%s:2: degrade: write 'degrade <link name>=<GB/s>' with");
+  badOne("bad10.fabric", "hosts 1000000\ngpus_per_host 64\n", "%s:1: hosts: 1000000 hosts x 64 GPUs, 8 NICs make");
+  char longLine[1200];
+  snprintf(longLine, sizeof(longLine), "hosts 1\ndevice %01100d\n", 7);
+  badOne("bad11.fabric", longLine, "%s:2: line: longer than 1023 bytes or holds a NUL");
+  badOne("bad11z.fabric", "calibration /dev/zero\n", "/dev/zero:1: line: longer than 1023 bytes or holds a NUL");
+  badOne("bad12.fabric", "gpus_per_host 4\n", "%s:1: nics_per_host: 8 does not divide gpus_per_host (4)");
+  badOne("bad13.fabric", "device\tb300\n", "%s:1: device: 'b300' is not a built-in kind");
+  badOne("bad14.fabric", "hosts 2\ndegrade host00/gpu3/nvlink-out=10\n", "%s:2: degrade: no link named 'host00/");
+  {
+    struct simFabric fab;
+    char err[1024] = "";
+    const char* p = writeFile("sim:colon.fabric", "hosts 2\n\ndegrade leaf7/down-from-spine=7\n");
+    CHECK(simFabricLoad(p, 8, &fab, err, sizeof(err)) == ncclSuccess, "a file name with ':': %s", err);
+    CHECK(fab.linkBps[fab.nLinks - 1] == 7e9, "degrade of the last link: %g", fab.linkBps[fab.nLinks - 1]);
+    simFabricFree(&fab);
+    unlink(p);
+  }
   struct simCalib c;
   simCalibDefaults(&c);
   const char* p = writeFile("bad.calib", "block_GBps 44\nlaunch_us -1\n");
