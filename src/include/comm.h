@@ -154,6 +154,8 @@ struct ncclComm {
   struct anycclWin* windows;     /* device API windows (backend/cuda_devcomm.c) */
   struct anycclDevRec* devComms; /* device communicators */
   struct anycclSimWorld* sim;    /* sim backend: the process-wide world of this communicator */
+  struct anycclTraceBuf* trace;  /* ANYCCL_TRACE records (cpu, cuda), written at destroy; or NULL */
+  int tracePid;                  /* this rank's pid in the trace */
   struct anycclConn* cuNetConns; /* network connection ends (the proxy's view), pinned host FIFOs */
   int cuNetCount;
   char* cuNetStaging;            /* one pinned, device-mapped block: cuNetCount FIFOs */

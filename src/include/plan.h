@@ -67,6 +67,10 @@ struct anycclLane {
   size_t sub;                    /* P2P: byte offset within op */
   int cur;                       /* STEPS: current step */
   int done;
+  /* --- ANYCCL_TRACE (cpu executor) --- */
+  double trWaitT;                /* when a step first found its slot not ready (us), or 0 */
+  int trWaitRecv;                /* ... waiting for the peer's data (else for a free slot) */
+  int trSends, trRecvs;          /* sends and receives done (the trace's step numbers) */
 };
 
 struct anycclPhase {

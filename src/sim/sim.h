@@ -105,6 +105,9 @@ struct anycclSimWorld {
   double lastEnd;                   /* the end of the latest collective */
   struct simMemo* memo;             /* memo.c */
   uint64_t modelled, reused;        /* collectives modelled, and taken from the memo */
+  /* ANYCCL_TRACE (simtrace.c) */
+  int tracing, traceNamed, traceMaxLane;
+  int tracePid;                     /* pid of rank 0 */
 };
 
 /* The modelled end (seconds) of one collective given every rank's plan and
@@ -118,5 +121,28 @@ void simMemoFree(struct anycclSimWorld* w);
 ncclResult_t simModelCollective(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start,
                                 double* end);
 void simLinkSummary(struct anycclSimWorld* w, FILE* out, int top);
+
+/* ---- ANYCCL_TRACE (simtrace.c) ----------------------------------------------- */
+/* A flow of a round, with who sends it on which lane. */
+struct simRoundFlow {
+  int src, dst, lane, recvFrom;
+};
+struct simTrace {
+  FILE* f;                /* NULL: not tracing */
+  struct anycclSimWorld* w;
+  uint64_t seq;
+  double phaseStart;
+  double *sendEnd, *recvEnd, *laneEnd; /* per lane of the phase (laneBase) */
+  int *sends, *recvs;     /* per lane: sends and receives so far (the events' step numbers) */
+  char* linkUsed;         /* per link: carried traffic in the last round */
+};
+/* 1 when this collective is traced (the trace file is locked until simTraceEnd). */
+int simTraceBegin(struct anycclSimWorld* w, struct simTrace* st, uint64_t seq);
+ncclResult_t simTracePhase(struct simTrace* st, const int* laneBase, int n, double tPhase, double tLanes);
+void simTraceRound(struct simTrace* st, const struct simFlow* flows, const struct simRoundFlow* info,
+                   const double* lat, int nflows, const int* laneBase, double t, double stepLat,
+                   double roundLen);
+void simTracePhaseEnd(struct simTrace* st, struct anycclPlan** plans, int p, const int* laneBase, int n, double t);
+void simTraceEnd(struct simTrace* st);
 
 #endif

@@ -1,7 +1,8 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow conservation reserve flowfile PATH */
+ *   flows_one flows_share spine bad_fabric ring_slow conservation reserve flowfile PATH
+ *   trace PATH */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,6 +266,19 @@ static void flowFile(const char* path) {
   freeComms();
 }
 
+/* One ring all-reduce as in ring_slow (8 ranks, one lane, 8 x 64 KB) with
+ * ANYCCL_TRACE set: check_trace.py ring8 checks the events and times. */
+static void traceRun(const char* path) {
+  setenv("ANYCCL_TRACE", path, 1);
+  setenv("NCCL_MAX_NCHANNELS", "1", 1), setenv("NCCL_ALGO", "Ring", 1), setenv("NCCL_PROTO", "Simple", 1);
+  initComms();
+  ncclGroupStart();
+  for (int i = 0; i < N; i++) ncclAllReduce(bufs[i], bufs[i], N * 65536 / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+  ncclGroupEnd();
+  for (int i = 0; i < N; i++) cudaStreamSynchronize(streams[i]);
+  freeComms();
+}
+
 static long rssKB(void) {
   FILE* f = fopen("/proc/self/statm", "r");
   long pages = 0, rss = 0;
@@ -307,8 +321,9 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "conservation")) conservation();
   else if (!strcmp(c, "reserve")) reserve();
   else if (!strcmp(c, "flowfile") && argc > 2) flowFile(argv[2]);
+  else if (!strcmp(c, "trace") && argc > 2) traceRun(argv[2]);
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|reserve|flowfile PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|reserve|flowfile PATH|trace PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
