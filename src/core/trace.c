@@ -180,6 +180,121 @@ void anycclTraceFlush(struct ncclComm* comm) {
   if (b->dropped)
     WARN("ANYCCL_TRACE: rank %d dropped %llu records past ANYCCL_TRACE_RECORDS=%zu", comm->rank,
          (unsigned long long)b->dropped, b->cap);
-  free(b->rec);
+  free(b->rec), free(b->gl), free(b->peers);
   free(b);
+}
+
+/* ---- the cuda backend's timeline ------------------------------------------------ */
+void anycclTraceGpuLaneAdd(struct anycclTraceBuf* b, const struct anycclTraceGpuLane* l, const int32_t* peers) {
+  size_t np = peers ? 2 * (size_t)l->nsteps : 0;
+  if (b->ngl + 1 + b->npeers + np > b->cap) { /* bounded like the records */
+    b->dropped++;
+    return;
+  }
+  if (b->ngl == b->capgl) {
+    size_t cap = b->capgl ? 2 * b->capgl : 256;
+    struct anycclTraceGpuLane* g = realloc(b->gl, sizeof(*g) * cap);
+    if (g == NULL) return;
+    b->gl = g, b->capgl = cap;
+  }
+  if (b->npeers + np > b->cappeers) {
+    size_t cap = b->cappeers ? 2 * b->cappeers : 1024;
+    while (cap < b->npeers + np) cap *= 2;
+    int32_t* p = realloc(b->peers, sizeof(*p) * cap);
+    if (p == NULL) return;
+    b->peers = p, b->cappeers = cap;
+  }
+  struct anycclTraceGpuLane* d = &b->gl[b->ngl++];
+  *d = *l;
+  d->peerOff = (uint32_t)b->npeers;
+  if (np) memcpy(b->peers + b->npeers, peers, sizeof(*peers) * np);
+  b->npeers += np;
+}
+
+static int tlCmp(const void* a, const void* b) {
+  const struct anycclTraceTl *x = a, *y = b;
+  if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+  if (x->lane != y->lane) return x->lane < y->lane ? -1 : 1;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  return x->what < y->what ? -1 : x->what > y->what; /* a wait's end before the post at the same ns */
+}
+
+static const struct anycclTraceGpuLane* glBase;
+static int glCmp(const void* a, const void* b) {
+  const struct anycclTraceGpuLane *x = &glBase[*(const size_t*)a], *y = &glBase[*(const size_t*)b];
+  if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+  if (x->lane != y->lane) return x->lane < y->lane ? -1 : 1;
+  return x->phase < y->phase ? -1 : x->phase > y->phase;
+}
+
+/* A phase's span over its lanes. */
+struct tlPhase {
+  uint32_t seq;
+  uint16_t phase;
+  uint8_t func;
+  double bytes, t0, t1;
+};
+
+void anycclTraceFromTimeline(struct anycclTraceBuf* b, const struct anycclTraceTl* in, size_t n) {
+  struct anycclTraceTl* tl = malloc(sizeof(*tl) * (n + 1));
+  size_t* gi = malloc(sizeof(size_t) * (b->ngl + 1));
+  struct tlPhase* ph = calloc(b->ngl + 1, sizeof(*ph));
+  size_t nph = 0;
+  if (!tl || !gi || !ph) goto out;
+  memcpy(tl, in, sizeof(*tl) * n);
+  qsort(tl, n, sizeof(*tl), tlCmp);
+  static pthread_mutex_t sortLock = PTHREAD_MUTEX_INITIALIZER; /* glBase */
+  pthread_mutex_lock(&sortLock);
+  for (size_t i = 0; i < b->ngl; i++) gi[i] = i;
+  glBase = b->gl;
+  qsort(gi, b->ngl, sizeof(size_t), glCmp);
+  pthread_mutex_unlock(&sortLock);
+  size_t g = 0; /* next lane description, in (seq, lane, phase) order */
+  const struct anycclTraceGpuLane* cur = NULL;
+  double lastT = 0, waitT = -1, startT = 0;
+  int sends = 0, recvs = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct anycclTraceTl* r = &tl[i];
+    double t = r->t * 1e-3;
+    if (r->what == 0) { /* a lane starts: the next description of (seq, lane) */
+      while (g < b->ngl && (b->gl[gi[g]].seq < r->seq || (b->gl[gi[g]].seq == r->seq && b->gl[gi[g]].lane < r->lane)))
+        g++;
+      cur = g < b->ngl && b->gl[gi[g]].seq == r->seq && b->gl[gi[g]].lane == r->lane ? &b->gl[gi[g++]] : NULL;
+      lastT = startT = t, waitT = -1, sends = recvs = 0;
+      continue;
+    }
+    if (cur == NULL || cur->seq != r->seq || cur->lane != r->lane) continue; /* its start was dropped */
+    const int32_t* pp = cur->kind == LANE_STEPS ? b->peers + cur->peerOff : NULL;
+    if (r->what == 1) {
+      waitT = t;
+    } else if (r->what == 2) {
+      int sp = -1, rp = -1;
+      if (pp && r->step < cur->nsteps) sp = pp[2 * r->step], rp = pp[2 * r->step + 1];
+      else if (pp && r->step == 254) /* an LL slice: every step at once */
+        for (int s = 0; s < cur->nsteps; s++) {
+          if (sp < 0) sp = pp[2 * s];
+          if (rp < 0) rp = pp[2 * s + 1];
+        }
+      double w = waitT >= 0 ? waitT : lastT;
+      if (w > lastT) anycclTraceAddRec(b, sp >= 0 ? TR_BUFWAIT : TR_RECVWAIT, lastT, w, r->seq, r->lane, -1, 0, 0, 0, 0);
+      if (sp >= 0) anycclTraceAddRec(b, TR_SEND, w, t, r->seq, r->lane, sp, sends++, cur->stepBytes, 0, 0);
+      if (rp >= 0) anycclTraceAddRec(b, TR_RECV, w, t, r->seq, r->lane, rp, recvs++, cur->stepBytes, 0, 0);
+      lastT = t, waitT = -1;
+    } else if (r->what == 3) {
+      if (cur->kind == LANE_P2P_SEND || cur->kind == LANE_P2P_RECV) /* no step records: the whole lane */
+        anycclTraceAddRec(b, cur->kind == LANE_P2P_SEND ? TR_SEND : TR_RECV, startT, t, r->seq, r->lane, cur->peer, 0,
+                          cur->stepBytes, 0, 0);
+      anycclTraceAddRec(b, TR_LANE, startT, t, r->seq, r->lane, -1, 0, 0, 0, 0);
+      size_t k = 0;
+      while (k < nph && (ph[k].seq != cur->seq || ph[k].phase != cur->phase)) k++;
+      if (k == nph) ph[nph++] = (struct tlPhase){cur->seq, cur->phase, cur->func, cur->bytes, startT, t};
+      if (startT < ph[k].t0) ph[k].t0 = startT;
+      if (t > ph[k].t1) ph[k].t1 = t;
+      cur = NULL;
+    }
+  }
+  for (size_t k = 0; k < nph; k++)
+    anycclTraceAddRec(b, TR_COLL, ph[k].t0, ph[k].t1, ph[k].seq, 0, -1, 0, ph[k].bytes, ph[k].func, 0);
+out:
+  free(tl), free(gi), free(ph);
 }

@@ -43,12 +43,40 @@ struct anycclTraceRec {
   uint8_t pad;
 };
 
+/* The cuda backend: what GPU lane (block) `lane` of phase `phase` of launch
+ * `seq` does, noted by the encoder at launch so that the kernels' timeline
+ * records (seq, block, program step, when) can be named at destroy. */
+struct anycclTraceGpuLane {
+  uint32_t seq;
+  uint16_t phase, lane;
+  uint8_t func;
+  uint8_t kind;        /* LANE_* */
+  uint16_t nsteps;     /* STEPS lanes: the program's steps (their peers in peers[peerOff...]) */
+  uint32_t peerOff;    /* 2 * nsteps entries: send peer, receive peer of each step (-1: none) */
+  int32_t peer;        /* P2P lanes: the peer */
+  double bytes;        /* the phase's bytes */
+  double stepBytes;    /* bytes a step moves at most (STEPS), or the lane's bytes (P2P) */
+};
+/* One record of the kernels' timeline: the layout of cuda_exec.h's acuTimeRec. */
+struct anycclTraceTl {
+  uint64_t t;          /* ns */
+  uint32_t seq;
+  uint16_t lane;
+  uint8_t step;        /* 254: a whole LL slice posted; 255: lane start/end */
+  uint8_t what;        /* 0 start, 1 step's wait done, 2 step posted, 3 end */
+};
+
 /* A communicator's records (cpu and cuda backends), written at destroy. */
 struct anycclTraceBuf {
   struct anycclTraceRec* rec;
   size_t n, cap;
   uint64_t dropped;
   int maxLane;
+  /* cuda backend */
+  struct anycclTraceGpuLane* gl;
+  size_t ngl, capgl;
+  int32_t* peers;
+  size_t npeers, cappeers;
 };
 
 struct ncclComm;
@@ -67,6 +95,12 @@ static inline struct anycclTraceRec* anycclTraceNew(struct anycclTraceBuf* b) {
 }
 void anycclTraceAddRec(struct anycclTraceBuf* b, int kind, double t0, double t1, uint64_t op, int lane, int peer,
                        int step, double bytes, int func, int net);
+/* The cuda encoder: note a GPU lane of a launch (peers: 2 * nsteps entries,
+ * send and receive peer of each step; NULL for P2P lanes). */
+void anycclTraceGpuLaneAdd(struct anycclTraceBuf* b, const struct anycclTraceGpuLane* l, const int32_t* peers);
+/* The kernels' timeline -> records (TR_COLL per phase, TR_LANE, sends and
+ * receives between a step's wait and its post, the waits before them). */
+void anycclTraceFromTimeline(struct anycclTraceBuf* b, const struct anycclTraceTl* tl, size_t n);
 /* Write the communicator's records into the process's trace file and free
  * them (at destroy). */
 void anycclTraceFlush(struct ncclComm* comm);

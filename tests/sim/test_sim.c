@@ -2,7 +2,7 @@
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
  *   flows_one flows_share spine bad_fabric ring_slow conservation reserve flowfile PATH
- *   trace PATH */
+ *   trace PATH timeline PATH */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,10 @@
 #include <unistd.h>
 #include "cuda_runtime.h"
 #include "nccl.h"
+#include "comm.h"
+#include "plan.h"
 #include "sim/sim.h"
+#include "trace.h"
 
 static int failures;
 #define CHECK(cond, ...)                                          \
@@ -279,6 +282,58 @@ static void traceRun(const char* path) {
   freeComms();
 }
 
+/* The cuda backend's timeline -> trace records (trace.c), on a made-up
+ * timeline of two ranks: launch 0 has two phases (an all-reduce lane of 3
+ * steps: send; receive+send; receive; then an all-gather lane of one send). */
+static const struct anycclTraceRec* findRec(const struct anycclTraceBuf* b, int kind, int step, double t0) {
+  for (size_t i = 0; i < b->n; i++)
+    if (b->rec[i].kind == kind && (step < 0 || b->rec[i].step == step) && fabs(b->rec[i].t0 - t0) < 1e-9)
+      return &b->rec[i];
+  return NULL;
+}
+
+static void timeline(const char* path) {
+  setenv("ANYCCL_TRACE", path, 1);
+  struct ncclComm* c[2];
+  for (int r = 0; r < 2; r++) {
+    c[r] = calloc(1, sizeof(struct ncclComm));
+    c[r]->rank = r;
+    CHECK(anycclTraceAlloc(c[r], 42) == ncclSuccess && c[r]->trace, "anycclTraceAlloc");
+    int q = 1 - r;
+    int32_t ar[6] = {q, -1, q, q, -1, q}, ag[2] = {q, -1};
+    struct anycclTraceGpuLane l0 = {.seq = 0, .phase = 0, .lane = 0, .func = FUNC_ALLREDUCE, .kind = LANE_STEPS,
+                                    .nsteps = 3, .peer = -1, .bytes = 4096, .stepBytes = 1024};
+    struct anycclTraceGpuLane l1 = l0;
+    l1.phase = 1, l1.func = FUNC_ALLGATHER, l1.nsteps = 1;
+    anycclTraceGpuLaneAdd(c[r]->trace, &l1, ag); /* out of order: the converter sorts by phase */
+    anycclTraceGpuLaneAdd(c[r]->trace, &l0, ar);
+    struct anycclTraceTl tl[] = {
+        {4000, 0, 0, 255, 0}, {4100, 0, 0, 0, 1}, {4200, 0, 0, 0, 2}, {4300, 0, 0, 255, 3}, /* phase 1 */
+        {1000, 0, 0, 255, 0}, {1100, 0, 0, 0, 1}, {1500, 0, 0, 0, 2}, {2500, 0, 0, 1, 1},
+        {3000, 0, 0, 1, 2},   {3200, 0, 0, 2, 1}, {3500, 0, 0, 2, 2}, {3600, 0, 0, 255, 3},
+    };
+    anycclTraceFromTimeline(c[r]->trace, tl, sizeof(tl) / sizeof(tl[0]));
+    const struct anycclTraceBuf* b = c[r]->trace;
+    const struct anycclTraceRec* e;
+    CHECK((e = findRec(b, TR_SEND, 0, 1.1)) && e->peer == q && fabs(e->t1 - 1.5) < 1e-9, "Send-q-0 at 1.1-1.5 us");
+    CHECK((e = findRec(b, TR_SEND, 1, 2.5)) && fabs(e->t1 - 3.0) < 1e-9, "Send-q-1 at 2.5-3.0 us");
+    CHECK((e = findRec(b, TR_RECV, 0, 2.5)) && e->peer == q, "Recv-q-0 at 2.5 us");
+    CHECK((e = findRec(b, TR_RECV, 1, 3.2)) && fabs(e->t1 - 3.5) < 1e-9, "Recv-q-1 at 3.2-3.5 us");
+    CHECK((e = findRec(b, TR_BUFWAIT, -1, 1.5)) && fabs(e->t1 - 2.5) < 1e-9, "BufferWait 1.5-2.5 us");
+    CHECK((e = findRec(b, TR_RECVWAIT, -1, 3.0)) && fabs(e->t1 - 3.2) < 1e-9, "RecvWait 3.0-3.2 us");
+    CHECK((e = findRec(b, TR_COLL, -1, 1.0)) && e->func == FUNC_ALLREDUCE && fabs(e->t1 - 3.6) < 1e-9,
+          "AllReduce 1.0-3.6 us");
+    CHECK((e = findRec(b, TR_COLL, -1, 4.0)) && e->func == FUNC_ALLGATHER && fabs(e->t1 - 4.3) < 1e-9,
+          "AllGather 4.0-4.3 us (the lane's second start is phase 1)");
+    CHECK((e = findRec(b, TR_SEND, 0, 4.1)) && e->peer == q, "the all-gather's Send-q-0 at 4.1 us");
+    CHECK(b->n == 13, "rank %d: %zu records, want 13", r, b->n);
+  }
+  for (int r = 0; r < 2; r++) {
+    anycclTraceFlush(c[r]);
+    free(c[r]);
+  }
+}
+
 static long rssKB(void) {
   FILE* f = fopen("/proc/self/statm", "r");
   long pages = 0, rss = 0;
@@ -322,8 +377,9 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "reserve")) reserve();
   else if (!strcmp(c, "flowfile") && argc > 2) flowFile(argv[2]);
   else if (!strcmp(c, "trace") && argc > 2) traceRun(argv[2]);
+  else if (!strcmp(c, "timeline") && argc > 2) timeline(argv[2]);
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|reserve|flowfile PATH|trace PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
