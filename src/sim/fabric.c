@@ -27,6 +27,7 @@ void simCalibDefaults(struct simCalib* c) {
   c->pcieGBps = 50;
   c->copyGBps = 1500;
   c->launchUs = 5;
+  c->graphLaunchUs = 2.5;
   c->llStepUs = 1;
   c->simpleStepUs = 2;
   c->llEfficiency = 0.5;
@@ -128,7 +129,7 @@ ncclResult_t simCalibLoad(const char* path, struct simCalib* c, char* err, size_
       {"pcie_GBps", F_DOUBLE, &c->pcieGBps, 1e-3, 0},        {"copy_GBps", F_DOUBLE, &c->copyGBps, 1e-3, 0},
       {"launch_us", F_DOUBLE, &c->launchUs, 0, 0},           {"ll_step_us", F_DOUBLE, &c->llStepUs, 0, 0},
       {"simple_step_us", F_DOUBLE, &c->simpleStepUs, 0, 0},  {"ll_efficiency", F_DOUBLE, &c->llEfficiency, 1e-3, 0},
-      {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0},
+      {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0}, {"graph_launch_us", F_DOUBLE, &c->graphLaunchUs, 0, 0},
   };
   if (parseFile(path, fields, sizeof(fields) / sizeof(fields[0]), err, len) != 0) return ncclInvalidUsage;
   if (c->llEfficiency > 1) {
@@ -219,6 +220,8 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
   }
   const char* calibEnv = getenv("ANYCCL_SIM_CALIB");
   if (calibEnv && calibEnv[0] && simCalibLoad(calibEnv, &f->calib, err, len) != ncclSuccess) return ncclInvalidUsage;
+  const char* graph = getenv("ANYCCL_SIM_GRAPH"); /* kernels launched from a CUDA graph (nccl-tests -G) */
+  if (graph && atoi(graph) == 1) f->calib.launchUs = f->calib.graphLaunchUs;
   ncclResult_t res = setupLinks(f, err, len);
   if (res == ncclSuccess) res = applyDegrade(f, degrade, err, len);
   if (res != ncclSuccess) simFabricFree(f);

@@ -22,6 +22,7 @@ struct simCalib {
   double pcieGBps;        /* GPU <-> NIC through the PCIe switch, per direction */
   double copyGBps;        /* a local copy (device memory) */
   double launchUs;        /* a kernel launch (one per phase) */
+  double graphLaunchUs;   /* the same inside a CUDA graph (ANYCCL_SIM_GRAPH=1 uses it) */
   double llStepUs;        /* an LL-protocol step */
   double simpleStepUs;    /* a simple-protocol step */
   double llEfficiency;    /* LL payload per wire byte */
