@@ -42,7 +42,15 @@ struct field {
   void* dst;
   double min;  /* doubles and ints: smallest allowed */
   size_t size; /* words: the buffer's size */
+  int line;    /* out: the line that set it (0: default) */
 };
+
+/* The line that set `key` (0 when it kept its default). */
+static int lineOf(const struct field* fields, int n, const char* key) {
+  for (int i = 0; i < n; i++)
+    if (strcasecmp(fields[i].key, key) == 0) return fields[i].line;
+  return 0;
+}
 
 static int fail(char* err, size_t len, const char* file, int line, const char* key, const char* what) {
   snprintf(err, len, "%s:%d: %s: %s", file, line, key, what);
@@ -85,6 +93,7 @@ static int parseFile(const char* file, struct field* fields, int nfields, char* 
       rc = fail(err, len, file, line, key, what);
       break;
     }
+    fields[i].line = line;
     if (fields[i].type == F_WORD || fields[i].type == F_LIST) {
       char* dst = fields[i].dst;
       size_t at = fields[i].type == F_LIST ? strlen(dst) : 0;
@@ -125,15 +134,18 @@ static int parseFile(const char* file, struct field* fields, int nfields, char* 
 
 ncclResult_t simCalibLoad(const char* path, struct simCalib* c, char* err, size_t len) {
   struct field fields[] = {
-      {"block_GBps", F_DOUBLE, &c->blockGBps, 1e-3, 0},      {"nvlink_GBps", F_DOUBLE, &c->nvlinkGBps, 1e-3, 0},
-      {"pcie_GBps", F_DOUBLE, &c->pcieGBps, 1e-3, 0},        {"copy_GBps", F_DOUBLE, &c->copyGBps, 1e-3, 0},
-      {"launch_us", F_DOUBLE, &c->launchUs, 0, 0},           {"ll_step_us", F_DOUBLE, &c->llStepUs, 0, 0},
-      {"simple_step_us", F_DOUBLE, &c->simpleStepUs, 0, 0},  {"ll_efficiency", F_DOUBLE, &c->llEfficiency, 1e-3, 0},
-      {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0}, {"graph_launch_us", F_DOUBLE, &c->graphLaunchUs, 0, 0},
+      {"block_GBps", F_DOUBLE, &c->blockGBps, 1e-3, 0, 0},      {"nvlink_GBps", F_DOUBLE, &c->nvlinkGBps, 1e-3, 0, 0},
+      {"pcie_GBps", F_DOUBLE, &c->pcieGBps, 1e-3, 0, 0},        {"copy_GBps", F_DOUBLE, &c->copyGBps, 1e-3, 0, 0},
+      {"launch_us", F_DOUBLE, &c->launchUs, 0, 0, 0},           {"ll_step_us", F_DOUBLE, &c->llStepUs, 0, 0, 0},
+      {"simple_step_us", F_DOUBLE, &c->simpleStepUs, 0, 0, 0},  {"ll_efficiency", F_DOUBLE, &c->llEfficiency, 1e-3, 0, 0},
+      {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0, 0}, {"graph_launch_us", F_DOUBLE, &c->graphLaunchUs, 0, 0, 0},
   };
-  if (parseFile(path, fields, sizeof(fields) / sizeof(fields[0]), err, len) != 0) return ncclInvalidUsage;
+  int nf = sizeof(fields) / sizeof(fields[0]);
+  if (parseFile(path, fields, nf, err, len) != 0) return ncclInvalidUsage;
   if (c->llEfficiency > 1) {
-    snprintf(err, len, "%s: ll_efficiency: %g is more than 1", path, c->llEfficiency);
+    char what[96];
+    snprintf(what, sizeof(what), "%g is more than 1 (payload bytes per wire byte)", c->llEfficiency);
+    fail(err, len, path, lineOf(fields, nf, "ll_efficiency"), "ll_efficiency", what);
     return ncclInvalidUsage;
   }
   return ncclSuccess;
@@ -165,24 +177,28 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
   char fabricWord[256] = "rail", calibFile[256] = "", hostXml[256] = "", degrade[4096] = "";
   if (path) {
     struct field fields[] = {
-        {"hosts", F_INT, &f->hosts, 1, 0},
-        {"gpus_per_host", F_INT, &f->gpusPerHost, 1, 0},
-        {"nics_per_host", F_INT, &f->nicsPerHost, 1, 0},
-        {"nic_gbps", F_DOUBLE, &f->nicGbps, 1e-3, 0},
-        {"fabric", F_WORD, fabricWord, 0, sizeof(fabricWord)},
-        {"hosts_per_leaf", F_INT, &f->hostsPerLeaf, 1, 0},
-        {"oversubscription", F_DOUBLE, &f->oversub, 1, 0},
-        {"link_latency_us", F_DOUBLE, &f->hopLatUs, 0, 0},
-        {"device", F_WORD, f->device, 0, sizeof(f->device)},
-        {"calibration", F_WORD, calibFile, 0, sizeof(calibFile)},
-        {"host_xml", F_WORD, hostXml, 0, sizeof(hostXml)},
-        {"degrade", F_LIST, degrade, 0, sizeof(degrade)},
+        {"hosts", F_INT, &f->hosts, 1, 0, 0},
+        {"gpus_per_host", F_INT, &f->gpusPerHost, 1, 0, 0},
+        {"nics_per_host", F_INT, &f->nicsPerHost, 1, 0, 0},
+        {"nic_gbps", F_DOUBLE, &f->nicGbps, 1e-3, 0, 0},
+        {"fabric", F_WORD, fabricWord, 0, sizeof(fabricWord), 0},
+        {"hosts_per_leaf", F_INT, &f->hostsPerLeaf, 1, 0, 0},
+        {"oversubscription", F_DOUBLE, &f->oversub, 1, 0, 0},
+        {"link_latency_us", F_DOUBLE, &f->hopLatUs, 0, 0, 0},
+        {"device", F_WORD, f->device, 0, sizeof(f->device), 0},
+        {"calibration", F_WORD, calibFile, 0, sizeof(calibFile), 0},
+        {"host_xml", F_WORD, hostXml, 0, sizeof(hostXml), 0},
+        {"degrade", F_LIST, degrade, 0, sizeof(degrade), 0},
     };
-    if (parseFile(path, fields, sizeof(fields) / sizeof(fields[0]), err, len) != 0) return ncclInvalidUsage;
+    int nf = sizeof(fields) / sizeof(fields[0]);
+    if (parseFile(path, fields, nf, err, len) != 0) return ncclInvalidUsage;
+#define LINE(key) lineOf(fields, nf, key)
     if (strcasecmp(fabricWord, "rail") == 0 || strcasecmp(fabricWord, "rail-optimized") == 0) f->kind = SIM_RAIL;
     else if (strcasecmp(fabricWord, "fattree") == 0 || strcasecmp(fabricWord, "fat-tree") == 0) f->kind = SIM_FATTREE;
     else {
-      snprintf(err, len, "%s: fabric: '%s' is neither rail nor fattree", path, fabricWord);
+      char what[320];
+      snprintf(what, sizeof(what), "'%.256s' is neither rail nor fattree", fabricWord);
+      fail(err, len, path, LINE("fabric"), "fabric", what);
       return ncclInvalidUsage;
     }
     if (strcasecmp(f->device, "h200") == 0) {
@@ -190,8 +206,9 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
       f->calib.blockGBps = 40; /* H100: slower SMs and HBM3; NVLink 4 as on H200 */
       f->calib.nvlinkGBps = 350;
     } else {
-      snprintf(err, len, "%s: device: '%s' is not a built-in kind (h200, h100); name a calibration file", path,
-               f->device);
+      char what[160];
+      snprintf(what, sizeof(what), "'%.60s' is not a built-in kind (h200, h100); name a calibration file", f->device);
+      fail(err, len, path, LINE("device"), "device", what);
       return ncclInvalidUsage;
     }
     if (calibFile[0]) {
@@ -202,15 +219,29 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
     if (hostXml[0]) {
       relativeTo(path, hostXml, f->hostXml, sizeof(f->hostXml));
       if (access(f->hostXml, R_OK) != 0) {
-        snprintf(err, len, "%s: host_xml: cannot read %s", path, f->hostXml);
+        char what[320];
+        snprintf(what, sizeof(what), "cannot read %.256s", f->hostXml);
+        fail(err, len, path, LINE("host_xml"), "host_xml", what);
         return ncclInvalidUsage;
       }
     }
     if (f->nicsPerHost > f->gpusPerHost || f->gpusPerHost % f->nicsPerHost) {
-      snprintf(err, len, "%s: nics_per_host: %d does not divide gpus_per_host (%d)", path, f->nicsPerHost,
-               f->gpusPerHost);
+      char what[160];
+      snprintf(what, sizeof(what), "%d%s does not divide gpus_per_host (%d%s)", f->nicsPerHost,
+               LINE("nics_per_host") ? "" : ", the default", f->gpusPerHost, LINE("gpus_per_host") ? "" : ", the default");
+      /* blame the line that made them disagree: the later of the two */
+      int l = LINE("nics_per_host") > LINE("gpus_per_host") ? LINE("nics_per_host") : LINE("gpus_per_host");
+      fail(err, len, path, l, "nics_per_host", what);
       return ncclInvalidUsage;
     }
+    if (LINE("hosts") && (long long)f->hosts * f->gpusPerHost < nranks) {
+      char what[160];
+      snprintf(what, sizeof(what), "%d hosts x %d GPUs is fewer than the communicator's %d ranks", f->hosts,
+               f->gpusPerHost, nranks);
+      fail(err, len, path, LINE("hosts"), "hosts", what);
+      return ncclInvalidUsage;
+    }
+#undef LINE
   }
   if (f->hosts == 0) f->hosts = (nranks + f->gpusPerHost - 1) / f->gpusPerHost;
   if ((long long)f->hosts * f->gpusPerHost < nranks) {

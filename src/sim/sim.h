@@ -56,6 +56,9 @@ void simFabricFree(struct simFabric* f);
  * returns their count and the route's latency in *lat. */
 int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat);
 void simLinkName(const struct simFabric* f, int id, char* buf, size_t len);
+/* anyccl-topo (draw.c): a one-paragraph summary; a Graphviz drawing. */
+void simFabricDescribe(const struct simFabric* f, FILE* out);
+ncclResult_t simFabricWriteDot(const struct simFabric* f, FILE* out);
 
 /* ---- flows: max-min fair sharing ----------------------------------------- */
 struct simFlow {

@@ -127,17 +127,36 @@ static void badFabric(void) {
   badOne("bad2.fabric", "# two hosts\nhosts two\n", "%s:2: hosts: 'two' is not an integer");
   badOne("bad3.fabric", "hosts 1\n\ngpus_per_host\n", "%s:3: gpus_per_host: no value");
   badOne("bad4.fabric", "oversubscription 0.5\n", "%s:1: oversubscription: '0.5' is not a number >= 1");
-  badOne("bad5.fabric", "fabric torus\n", "%s: fabric: 'torus' is neither rail nor fattree");
-  badOne("bad6.fabric", "hosts 1\ngpus_per_host 4\nnics_per_host 4\n", "%s: hosts: 1 hosts x 4 GPUs is fewer than");
+  badOne("bad5.fabric", "fabric torus\n", "%s:1: fabric: 'torus' is neither rail nor fattree");
+  badOne("bad6.fabric", "hosts 1\ngpus_per_host 4\nnics_per_host 4\n", "%s:1: hosts: 1 hosts x 4 GPUs is fewer than");
+  badOne("bad9.fabric", "# 4 GPUs\n\ngpus_per_host 4\n", "%s:3: nics_per_host: 8, the default does not divide");
+  badOne("bad10.fabric", "nics_per_host 3\ngpus_per_host 8\n", "%s:2: nics_per_host: 3 does not divide");
+  badOne("bad11.fabric", "hosts 1\ndevice b200\n", "%s:2: device: 'b200' is not a built-in kind");
+  badOne("bad12.fabric", "hosts 1\n\nhost_xml no_such.xml\n", "%s:3: host_xml: cannot read");
+  badOne("bad13.fabric", "hosts 1\nlink_latency_us -2\n", "%s:2: link_latency_us: '-2' is not a number >= 0");
+  /* a calibration named by the fabric: the calibration file's own line */
+  const char* c14 = writeFile("bad14.calib", "# H100\nblock_GBps 40\nll_efficiency 1.5\n");
+  badOne("bad14.fabric", "hosts 1\ncalibration bad14.calib\n", "bad14.calib:3: ll_efficiency: 1.5 is more than 1");
+  unlink(c14);
   badOne("bad7.fabric", "hosts 1\ndegrade host0/gpu9/nvlink-out=10\n", "%s:2: degrade: no link named");
   badOne("bad8.fabric", "hosts 1\nnic_gbps 400 800\n", "%s:2: nic_gbps: more than one value");
   struct simCalib c;
   simCalibDefaults(&c);
-  const char* p = writeFile("bad.calib", "block_GBps 44\nlaunch_us -1\n");
-  char err[512] = "";
-  CHECK(simCalibLoad(p, &c, err, sizeof(err)) == ncclInvalidUsage && strstr(err, ":2: launch_us:"), "calib: '%s'",
-        err);
-  unlink(p);
+  static const char* calibs[][2] = {
+      {"block_GBps 44\nlaunch_us -1\n", ":2: launch_us: '-1' is not a number >= 0"},
+      {"block_GBps 44\n\nblock_gbps_x 3\n", ":3: block_gbps_x: unknown field; known: block_GBps"},
+      {"nvlink_GBps fast\n", ":1: nvlink_GBps: 'fast' is not a number"},
+      {"launch_us 5\nll_efficiency 2\n", ":2: ll_efficiency: 2 is more than 1"},
+      {"simple_step_us\n", ":1: simple_step_us: no value"},
+  };
+  for (size_t i = 0; i < sizeof(calibs) / sizeof(calibs[0]); i++) {
+    const char* p = writeFile("bad.calib", calibs[i][0]);
+    char err[1024] = "";
+    simCalibDefaults(&c);
+    CHECK(simCalibLoad(p, &c, err, sizeof(err)) == ncclInvalidUsage && strstr(err, p) && strstr(err, calibs[i][1]),
+          "calib %zu: '%s', want '%s'", i, err, calibs[i][1]);
+    unlink(p);
+  }
 }
 
 /* ---- whole collectives on the sim backend ---------------------------------------- */
