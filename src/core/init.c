@@ -13,6 +13,7 @@
 #include "comm.h"
 #include "exec.h"
 #include "param.h"
+#include "plan.h"
 #include "rt.h"
 #include "topo.h"
 #include "trace.h"
@@ -60,6 +61,7 @@ void anycclCommFree(struct ncclComm* comm) {
   anycclCommUnregister(comm);
   if (comm->exec) comm->exec->free(comm);
   anycclTraceFlush(comm); /* after the executor: the cuda backend converts its timeline there */
+  anycclRingProgsFree(comm);
   if (comm->bootstrap) bootstrapClose(comm->bootstrap);
   free(comm->peerInfo);
   free(comm->ringOrder);

@@ -73,6 +73,8 @@ struct ncclComm {
   int nChannels;
   int* ringOrder;                /* [c * nRanks + i]: rank at position i of ring c (same on all ranks) */
   int ringPos[ANYCCL_MAX_CHANNELS]; /* my position in ring c */
+  signed char ringLikeFirst[ANYCCL_MAX_CHANNELS]; /* ring c is ring 0: 1, is not: -1, not compared yet: 0 */
+  struct anycclRingProgs* ringProgs; /* the ring programs built so far (algo/schedule.c), or NULL */
   int nslots;
   size_t slotBytes;
   struct anycclSegment* segment;

@@ -106,6 +106,12 @@ struct anycclPlan {
 
 void anycclPlanFree(struct anycclPlan* plan);
 
+/* The all-reduce, reduce-scatter and all-gather ring programs a
+ * communicator keeps (algo/schedule.c: they depend on nothing but the
+ * rings; plans' lanes point into them): freed with the communicator. */
+struct ncclComm;
+void anycclRingProgsFree(struct ncclComm* comm);
+
 struct anycclTask;
 /* Algorithms (algo/schedule.c): one collective task -> one phase; all the
  * send/recv tasks of a group -> one phase. */

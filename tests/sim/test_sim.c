@@ -2,7 +2,7 @@
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
  *   flows_one flows_share spine bad_fabric ring_slow conservation reserve flowfile PATH
- *   trace PATH timeline PATH */
+ *   trace PATH timeline PATH rails */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include "comm.h"
 #include "plan.h"
 #include "sim/sim.h"
+#include "topo.h"
 #include "trace.h"
 
 static int failures;
@@ -353,6 +354,69 @@ static void timeline(const char* path) {
   }
 }
 
+/* Rings follow rails without a topology (src/topo/rings.c): 2 hosts of 4
+ * GPUs, 2 channels; by hand: channel 0 pairs GPUs a=0, b=1: host 0 enters
+ * at 0 and leaves at 1, host 1 enters at 1 and leaves at 0: 0 2 3 1 | 5 6 7
+ * 4; channel 1 pairs 2 and 3: 2 0 1 3 | 7 4 5 6. Every hop between hosts
+ * joins GPUs of the same local index. 3 hosts: only the closing hop
+ * crosses. Then an all-reduce on 2 hosts of 4 GPUs and 4 NICs under one
+ * leaf per rail: nothing goes through the spine, and the four NICs that
+ * channels leave hosts through (host 0: 1 and 3; host 1: 0 and 2) carry the
+ * same bytes. */
+static void rails(void) {
+  struct anycclTopoRank ranks[12];
+  const struct anycclTopoHost* hosts[3] = {NULL, NULL, NULL};
+  for (int q = 0; q < 12; q++) ranks[q].host = q / 4, ranks[q].busId[0] = '\0';
+  struct anycclTopoRings* r = NULL;
+  CHECK(anycclTopoBuildRings(hosts, 2, ranks, 8, 2, &r) == ncclSuccess, "anycclTopoBuildRings");
+  static const int want[2][8] = {{0, 2, 3, 1, 5, 6, 7, 4}, {2, 0, 1, 3, 7, 4, 5, 6}};
+  for (int c = 0; r && c < 2; c++)
+    for (int i = 0; i < 8; i++)
+      CHECK(r->order[c * 8 + i] == want[c][i], "channel %d position %d: rank %d, want %d", c, i, r->order[c * 8 + i],
+            want[c][i]);
+  anycclTopoRingsFree(r);
+  r = NULL;
+  CHECK(anycclTopoBuildRings(hosts, 3, ranks, 12, 4, &r) == ncclSuccess, "3 hosts");
+  for (int c = 0; r && c < 4; c++) {
+    int cross = 0;
+    for (int i = 0; i < 12; i++) {
+      int x = r->order[c * 12 + i], y = r->order[c * 12 + (i + 1) % 12];
+      if (x / 4 != y / 4 && x % 4 != y % 4) cross++;
+    }
+    CHECK(cross == 1, "3 hosts, channel %d: %d hops between hosts change rails, want 1 (the closing one)", c, cross);
+  }
+  anycclTopoRingsFree(r);
+
+  const char* p = writeFile("sim_rails.fabric", "hosts 2\ngpus_per_host 4\nnics_per_host 4\nhosts_per_leaf 2\n");
+  setenv("ANYCCL_SIM_FABRIC", p, 1), setenv("NCCL_MAX_NCHANNELS", "2", 1);
+  setenv("NCCL_ALGO", "Ring", 1), setenv("NCCL_PROTO", "Simple", 1);
+  ncclComm_t c8[8];
+  int devs[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  CHECK(ncclCommInitAll(c8, 8, devs) == ncclSuccess, "init 8");
+  ncclGroupStart();
+  for (int i = 0; i < 8; i++) {
+    cudaSetDevice(i);
+    static void* buf[8];
+    if (!buf[i]) cudaMalloc(&buf[i], 64 << 20);
+    ncclAllReduce(buf[i], buf[i], 16 << 20, ncclFloat, ncclSum, c8[i], 0);
+  }
+  ncclGroupEnd();
+  for (int i = 0; i < 8; i++) cudaSetDevice(i), cudaDeviceSynchronize();
+  struct anycclSimWorld* w = c8[0]->sim;
+  const struct simFabric* f = &w->fabric;
+  int leafBase = 4 * f->nGpus + 2 * f->nNics;
+  double spine = 0, out[8];
+  for (int l = leafBase; l < f->nLinks; l++) spine += w->linkBytes[l];
+  for (int k = 0; k < 8; k++) out[k] = w->linkBytes[4 * f->nGpus + 2 * k]; /* NIC k's out link */
+  CHECK(spine == 0, "%.0f bytes crossed the spine, want 0", spine);
+  CHECK(out[1] > 0 && out[1] == out[3] && out[1] == out[4] && out[1] == out[6], "NIC out bytes %g %g %g %g", out[1],
+        out[3], out[4], out[6]);
+  CHECK(out[0] == 0 && out[2] == 0 && out[5] == 0 && out[7] == 0, "other NICs carried traffic out");
+  printf("rails: ring all-reduce of 64 MB on 2 x 4: %.0f bytes out of each of 4 NICs, 0 through the spine\n", out[1]);
+  for (int i = 0; i < 8; i++) ncclCommDestroy(c8[i]);
+  unlink(p);
+}
+
 static long rssKB(void) {
   FILE* f = fopen("/proc/self/statm", "r");
   long pages = 0, rss = 0;
@@ -397,6 +461,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "flowfile") && argc > 2) flowFile(argv[2]);
   else if (!strcmp(c, "trace") && argc > 2) traceRun(argv[2]);
   else if (!strcmp(c, "timeline") && argc > 2) timeline(argv[2]);
+  else if (!strcmp(c, "rails")) rails();
   else {
     fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
