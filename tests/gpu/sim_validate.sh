@@ -52,6 +52,7 @@ left() { echo $((DEADLINE - ($(date +%s) - START))); }
 say "sim_validate: $NGPU GPUs, $(date -u +%FT%TZ), NT=$NT ANYLIB=$ANYLIB NCCLLIB=$NCCLLIB"
 [ "$NGPU" -ge 1 ] 2>/dev/null || { say "no GPU found (nvidia-smi -L)"; exit 1; }
 [ -f "$ANYLIB/libnccl.so.2" ] || { say "no anyccl library at $ANYLIB/libnccl.so.2"; exit 1; }
+ANYLIB=$(cd "$ANYLIB" && pwd)
 [ -f "$NCCLLIB/libnccl.so.2" ] || say "no NCCL at '$NCCLLIB' (pip nvidia-nccl-cu12): NCCL runs skipped"
 
 {
@@ -63,14 +64,15 @@ say "sim_validate: $NGPU GPUs, $(date -u +%FT%TZ), NT=$NT ANYLIB=$ANYLIB NCCLLIB
 } > "$D/env.txt" 2>&1
 
 # Tools missing from $NT: anyccl's own perf tools, compiled with cc (no nvcc).
-PT=$OUT/.perftools
+PT=${TMPDIR:-/tmp}/sim_validate_perftools.$$
 tool() { # coll -> path of the binary, "" if none
   if [ -x "$NT/${1}_perf" ]; then echo "$NT/${1}_perf"; return; fi
   local exe=$PT/${1}_perf
   if [ ! -x "$exe" ]; then
     mkdir -p "$PT"
+    ln -sf "$ANYLIB/libnccl.so.2" "$PT/libnccl.so" # linking needs the unversioned name
     cc -O2 -std=gnu11 -o "$exe" "perf/$1.c" perf/common.c perf/options.c perf/data.c perf/report.c \
-      -I"$G/prefix/include" -I"$CUDA_HOME/include" -L"$CUDA_HOME/lib64" -L"$ANYLIB" -lcudart -lnccl -lpthread -lm -ldl \
+      -I"$G/prefix/include" -I"$CUDA_HOME/include" -L"$CUDA_HOME/lib64" -L"$PT" -lcudart -lnccl -lpthread -lm -ldl \
       >> "$D/build.log" 2>&1 || { echo "cc $1 failed (see build.log)" >> "$SUM"; return; }
   fi
   echo "$exe"
