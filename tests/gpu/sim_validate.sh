@@ -65,6 +65,7 @@ ANYLIB=$(cd "$ANYLIB" && pwd)
 
 # Tools missing from $NT: anyccl's own perf tools, compiled with cc (no nvcc).
 PT=${TMPDIR:-/tmp}/sim_validate_perftools.$$
+trap 'rm -rf "$PT"' EXIT
 tool() { # coll -> path of the binary, "" if none
   if [ -x "$NT/${1}_perf" ]; then echo "$NT/${1}_perf"; return; fi
   local exe=$PT/${1}_perf
