@@ -18,10 +18,10 @@
 # Knobs: NGPU (default: all GPUs), SIZES ("-b 8 -e 512M -f 2"), ITERS
 # ("-n 10 -w 3"), COLLS (the seven), GRAPHS ("0 1": -G 0 and -G 1), LIBS
 # ("anyccl nccl"), DEADLINE (330 s: no run starts after it), RUN_TIMEOUT (60 s).
-# Output under $OUT/<NGPU>g/: <coll>.<lib>.G<g>.txt (nccl-tests output as is),
+# Output: $OUT/raw-<NGPU>g.tgz holding <NGPU>g/: <coll>.<lib>.G<g>.txt (nccl-tests output as is),
 # calib.*.txt (one-channel runs: a lane's throughput), timeline-*.tgz
 # (ANYCCL_CUDA_TIMELINE of a small all_reduce), env.txt (GPUs, topology,
-# versions, ldd), index.tsv (run, rc, seconds); $OUT/summary.txt last.
+# versions, ldd), index.tsv (run, rc, seconds); and $OUT/summary.txt.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 2
@@ -135,6 +135,8 @@ if [ -n "$exe" ] && [ "$(left)" -gt 20 ]; then
     run timeline.all_reduce anyccl "$exe" -b 64K -e 4M -f 8 -n 2 -w 1 -g "$NGPU" -c 0
   tar -C "$D" -czf "$D/timeline-all_reduce.tgz" tl && rm -rf "$D/tl"
 fi
-say "done in $(($(date +%s) - START)) s; raw outputs in $D"
-say "fit:     tools/sim-fit.sh $D > my.calib"
-say "compare: tools/sim-compare.sh $D"
+# the device tool brings back a few files only: one archive (KEEP_RAW=1 keeps the folder too)
+tar -C "$OUT" -czf "$OUT/raw-${NGPU}g.tgz" "${NGPU}g" && [ "${KEEP_RAW:-0}" = 1 ] || rm -rf "$D"
+say "done in $(($(date +%s) - START)) s; raw outputs in $OUT/raw-${NGPU}g.tgz (tar -xzf: ${NGPU}g/)"
+say "fit:     tools/sim-fit.sh ${NGPU}g > my.calib"
+say "compare: tools/sim-compare.sh ${NGPU}g"
