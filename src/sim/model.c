@@ -278,6 +278,10 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
             if (si < 0) continue;
             bytes = (double)e * ph->elemSize * wire;
             dst = simConnPeer(w, comm, l->conns[si]);
+            /* a direct (one-shot) lane runs over the peer connections: the
+             * cuda backend cuts it into p2pChannels blocks, as a p2p lane */
+            uintptr_t c = (uintptr_t)l->conns[si], base = (uintptr_t)w->p2pConns;
+            if (c >= base && c < base + 2 * (size_t)n * sizeof(struct anycclConn)) cap *= comm->p2pChannels;
             if (ri >= 0) recvFrom = simConnPeer(w, comm, l->conns[ri]);
           } else if (l->kind == LANE_P2P_SEND) {
             bytes = (double)e * wire;
