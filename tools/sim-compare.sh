@@ -59,7 +59,7 @@ for d in "$@"; do
   cat "$table"
   # the plot: busbw against size, per collective; measured (points) and predicted (lines)
   {
-    echo "set terminal pngcairo size 1500,900 font ',9'"
+    echo "set terminal pngcairo size 1500,900 font ',9' noenhanced"
     echo "set output '$o/busbw.png'"
     echo "set multiplot layout 2,4 title 'sim vs measured busbw: $(basename "$d") (${n:-?} GPUs, $(basename "$calib"))'"
     echo "set logscale x 2; set format x '%.0s%cB'; set xlabel 'bytes'; set ylabel 'busbw GB/s'; set key top left noenhanced"
