@@ -8,6 +8,9 @@
  *   anyccl-topo draw FILE [--host H] [-o OUT.dot|OUT.svg|OUT.png]
  *   anyccl-topo rings FILE --hosts N --gpus-per-host G [--channels C]
  *
+ * FILE.fabric (the sim backend's cluster) and FILE.calib (its calibration)
+ * can be validated and loaded; a fabric can be drawn.
+ *
  * --host H picks host H the way NCCL_HOSTID=H does: FILE_node<H>.xml when it
  * exists, else host H of a multi-host FILE. */
 #define _GNU_SOURCE
@@ -17,6 +20,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "sim/sim.h"
 #include "topo.h"
 
 static void usage(FILE* f) {
@@ -29,7 +33,8 @@ static void usage(FILE* f) {
           "  draw FILE [--host H] [-o OUT.dot|.svg|.png]  Graphviz drawing (svg/png need 'dot')\n"
           "  rings FILE --hosts N --gpus-per-host G [--channels C]\n"
           "                                           the rings anyccl builds over N hosts of G GPUs\n"
-          "--host H selects a host as NCCL_HOSTID=H does (FILE_node<H>.xml, or host H of FILE).\n");
+          "--host H selects a host as NCCL_HOSTID=H does (FILE_node<H>.xml, or host H of FILE).\n"
+          "FILE.fabric (sim backend cluster) and FILE.calib (calibration): validate, load; draw a .fabric.\n");
 }
 
 struct opts {
@@ -129,6 +134,38 @@ static void summary(const struct anycclTopo* topo) {
   }
 }
 
+static int endsWith(const char* s, const char* suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* A sim fabric or calibration file: 1 if `file` is one (*rc: 0 ok, 1 bad;
+ * loaded fabrics go to *fab when it is not NULL). */
+static int simFile(const char* file, int* rc, struct simFabric* fab) {
+  char err[1024] = "";
+  if (endsWith(file, ".calib")) {
+    struct simCalib c;
+    simCalibDefaults(&c);
+    *rc = simCalibLoad(file, &c, err, sizeof(err)) != ncclSuccess;
+    if (*rc) fprintf(stderr, "%s\n", err);
+    else printf("%s: OK (block %g GB/s, NVLink %g GB/s, launch %g us, steps LL %g / simple %g us)\n", file,
+                c.blockGBps, c.nvlinkGBps, c.launchUs, c.llStepUs, c.simpleStepUs);
+    return 1;
+  }
+  if (!endsWith(file, ".fabric")) return 0;
+  struct simFabric f;
+  *rc = simFabricLoad(file, 1, &f, err, sizeof(err)) != ncclSuccess;
+  if (*rc) {
+    fprintf(stderr, "%s\n", err);
+  } else if (fab) {
+    *fab = f;
+  } else {
+    simFabricDescribe(&f, stdout);
+    simFabricFree(&f);
+  }
+  return 1;
+}
+
 static int cmdValidate(const struct opts* o) {
   int bad = 0;
   if (o->nFiles == 0) {
@@ -136,6 +173,11 @@ static int cmdValidate(const struct opts* o) {
     return 2;
   }
   for (int i = 0; i < o->nFiles; i++) {
+    int rc;
+    if (simFile(o->files[i], &rc, NULL)) {
+      bad |= rc;
+      continue;
+    }
     char err[ANYCCL_TOPO_ERR_LEN] = "";
     struct anycclTopo* topo = NULL;
     if (anycclTopoLoad(o->files[i], &topo, err, sizeof(err)) != ncclSuccess) {
@@ -149,11 +191,6 @@ static int cmdValidate(const struct opts* o) {
     anycclTopoFree(topo);
   }
   return bad;
-}
-
-static int endsWith(const char* s, const char* suffix) {
-  size_t a = strlen(s), b = strlen(suffix);
-  return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
 static int runDot(const char* format, const char* dotFile, const char* out) {
@@ -170,8 +207,13 @@ static int runDot(const char* format, const char* dotFile, const char* out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-static int cmdDraw(const struct opts* o, const struct anycclTopo* topo) {
-  if (o->out == NULL) return anycclTopoWriteDot(topo, -1, stdout) == ncclSuccess ? 0 : 1;
+/* The DOT source of a topology or (topo NULL) a sim fabric. */
+static ncclResult_t writeDot(const struct anycclTopo* topo, const struct simFabric* fab, FILE* f) {
+  return topo ? anycclTopoWriteDot(topo, -1, f) : simFabricWriteDot(fab, f);
+}
+
+static int cmdDraw(const struct opts* o, const struct anycclTopo* topo, const struct simFabric* fab) {
+  if (o->out == NULL) return writeDot(topo, fab, stdout) == ncclSuccess ? 0 : 1;
   const char* format = endsWith(o->out, ".svg") ? "svg" : endsWith(o->out, ".png") ? "png" : NULL;
   char dotFile[4096];
   if (format) snprintf(dotFile, sizeof(dotFile), "%.*s.dot", (int)(strlen(o->out) - 4), o->out);
@@ -181,7 +223,7 @@ static int cmdDraw(const struct opts* o, const struct anycclTopo* topo) {
     fprintf(stderr, "anyccl-topo: cannot write %s: %s\n", dotFile, strerror(errno));
     return 1;
   }
-  int bad = anycclTopoWriteDot(topo, -1, f) != ncclSuccess;
+  int bad = writeDot(topo, fab, f) != ncclSuccess;
   bad |= fclose(f) != 0;
   if (bad) {
     fprintf(stderr, "anyccl-topo: writing %s failed\n", dotFile);
@@ -303,13 +345,22 @@ int main(int argc, char** argv) {
       fprintf(stderr, "anyccl-topo %s: no file given\n", cmd);
     } else if (!strcmp(cmd, "rings")) {
       rc = cmdRings(&o);
+    } else if (endsWith(o.file, ".calib") || (endsWith(o.file, ".fabric") && strcmp(cmd, "draw"))) {
+      if (!strcmp(cmd, "dump")) fprintf(stderr, "anyccl-topo dump: %s is not an XML topology\n", o.file);
+      else simFile(o.file, &rc, NULL);
+    } else if (endsWith(o.file, ".fabric")) {
+      struct simFabric fab;
+      if (simFile(o.file, &rc, &fab) && rc == 0) {
+        rc = cmdDraw(&o, NULL, &fab);
+        simFabricFree(&fab);
+      }
     } else {
       struct anycclTopo* topo = load(&o);
       rc = 1;
       if (topo) {
         if (!strcmp(cmd, "load")) summary(topo), rc = 0;
         else if (!strcmp(cmd, "dump")) rc = writeXml(topo, o.out);
-        else rc = cmdDraw(&o, topo);
+        else rc = cmdDraw(&o, topo, NULL);
         anycclTopoFree(topo);
       }
     }

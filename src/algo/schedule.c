@@ -199,6 +199,21 @@ static int ringProgram(const struct ncclComm* comm, int ch, const struct ringPro
   }
 }
 
+/* comm->ringProgs: [kind][channel], kind 0 all-reduce, 1 reduce-scatter, 2 all-gather */
+struct anycclRingProgs {
+  struct anycclStep* steps[3][ANYCCL_MAX_CHANNELS];
+  int nsteps[3][ANYCCL_MAX_CHANNELS];
+};
+
+void anycclRingProgsFree(struct ncclComm* comm) {
+  struct anycclRingProgs* rp = comm->ringProgs;
+  if (rp == NULL) return;
+  for (int k = 0; k < 3; k++)
+    for (int c = 0; c < ANYCCL_MAX_CHANNELS; c++) free(rp->steps[k][c]);
+  free(rp);
+  comm->ringProgs = NULL;
+}
+
 /* One lane per channel, each taking a share of every block's offsets and
  * running its channel's ring program. */
 static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, const struct ringProg* rp,
@@ -236,17 +251,36 @@ static ncclResult_t ringLanes(struct ncclComm* comm, struct anycclPhase* ph, con
    * steps). */
   size_t ringBytes = sizeof(int) * comm->nRanks;
   int own = 0;
-  for (int ch = 0; ch < nch; ch++)
-    own += ch == 0 || memcmp(comm->ringOrder, comm->ringOrder + (size_t)ch * comm->nRanks, ringBytes) != 0;
-  ANYCCL_CALLOC(ph->steps, (size_t)own * maxSteps);
+  for (int ch = 0; ch < nch; ch++) {
+    if (comm->ringLikeFirst[ch] == 0) /* once per communicator: rings do not change (O(n) each) */
+      comm->ringLikeFirst[ch] =
+          ch == 0 || memcmp(comm->ringOrder, comm->ringOrder + (size_t)ch * comm->nRanks, ringBytes) == 0 ? 1 : -1;
+    own += ch == 0 || comm->ringLikeFirst[ch] < 0;
+  }
+  /* All-reduce, reduce-scatter and all-gather programs depend on nothing but
+   * the rings: built once per communicator and channel and kept
+   * (comm->ringProgs), not at every launch (2n steps per channel and rank:
+   * the sim backend's thousands of ranks spent most of their time there). */
+  int kept = rp->kind == FUNC_ALLREDUCE || rp->kind == FUNC_REDUCESCATTER || rp->kind == FUNC_ALLGATHER;
+  if (kept && comm->ringProgs == NULL) ANYCCL_CALLOC(comm->ringProgs, 1);
+  if (!kept) ANYCCL_CALLOC(ph->steps, (size_t)own * maxSteps);
   NCCLCHECK(allocLanes(ph, nch));
   own = 0;
   for (int ch = 0; ch < nch; ch++) {
     struct anycclLane* l = &ph->lanes[ph->nlanes++];
     l->kind = LANE_STEPS;
-    if (ch > 0 && memcmp(comm->ringOrder, comm->ringOrder + (size_t)ch * comm->nRanks, ringBytes) == 0) {
+    if (ch > 0 && comm->ringLikeFirst[ch] > 0) {
       l->steps = ph->lanes[0].steps;
       l->nsteps = ph->lanes[0].nsteps;
+    } else if (kept) {
+      int k = rp->kind == FUNC_ALLREDUCE ? 0 : rp->kind == FUNC_REDUCESCATTER ? 1 : 2;
+      struct anycclStep** prog = &comm->ringProgs->steps[k][ch];
+      if (*prog == NULL) {
+        ANYCCL_CALLOC(*prog, maxSteps);
+        comm->ringProgs->nsteps[k][ch] = ringProgram(comm, ch, rp, *prog);
+      }
+      l->steps = *prog;
+      l->nsteps = comm->ringProgs->nsteps[k][ch];
     } else {
       l->steps = ph->steps + (size_t)(own++) * maxSteps;
       l->nsteps = ringProgram(comm, ch, rp, l->steps);

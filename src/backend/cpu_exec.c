@@ -19,6 +19,7 @@
 #include "comm.h"
 #include "plan.h"
 #include "reduce.h"
+#include "trace.h"
 
 double anycclNowSec(void) {
   struct timespec ts;
@@ -66,16 +67,41 @@ static inline int slotMatches(uint64_t got, uint64_t want) {
   return got == want || ((got >> 32) == 0 && (uint32_t)got == (uint32_t)want);
 }
 
+/* ANYCCL_TRACE: a step could not run (the first time: the wait starts). */
+static inline void traceBlocked(struct anycclTraceBuf* tb, struct anycclLane* l, int recvSide) {
+  if (tb && l->trWaitT == 0) {
+    l->trWaitT = anycclNowSec() * 1e6;
+    l->trWaitRecv = recvSide;
+  }
+}
+/* A step ran from t0 to now: its wait (if any), its send and its receive. */
+static void traceStep(struct anycclTraceBuf* tb, struct anycclLane* l, int li, uint64_t seq, double t0,
+                      const struct anycclConn* rc, const struct anycclConn* sc, size_t bytes) {
+  double t1 = anycclNowSec() * 1e6;
+  if (l->trWaitT > 0) {
+    anycclTraceAddRec(tb, l->trWaitRecv ? TR_RECVWAIT : TR_BUFWAIT, l->trWaitT, t0, seq, li, -1, 0, 0, 0, 0);
+    l->trWaitT = 0;
+  }
+  if (sc) anycclTraceAddRec(tb, TR_SEND, t0, t1, seq, li, sc->peer, l->trSends++, (double)bytes, 0, sc->net);
+  if (rc) anycclTraceAddRec(tb, TR_RECV, t0, t1, seq, li, rc->peer, l->trRecvs++, (double)bytes, 0, rc->net);
+}
+
 /* Run as many steps of a STEPS lane as are ready. Returns the number done,
  * or -1 on a protocol error (size or tag mismatch: ranks disagree on the
  * call; nothing of the slot was used). */
-static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct ncclComm* comm) {
+static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, int li, struct ncclComm* comm,
+                            uint64_t seq) {
   int done = 0;
+  struct anycclTraceBuf* tb = comm->trace;
   while (!l->done) {
     const struct anycclStep* s = &l->steps[l->cur];
     struct anycclConn* rc = s->recv >= 0 ? l->conns[s->recv] : NULL;
     struct anycclConn* sc = s->send >= 0 ? l->conns[s->send] : NULL;
-    if ((rc && !recvReady(rc)) || (sc && !sendReady(sc))) break;
+    if ((rc && !recvReady(rc)) || (sc && !sendReady(sc))) {
+      traceBlocked(tb, l, rc && !recvReady(rc));
+      break;
+    }
+    double t0 = tb ? anycclNowSec() * 1e6 : 0;
     /* Elements this step moves: the slice of block `chunk` at pos. */
     size_t len = blockLen(l->lenTotal, l->lenStride, s->chunk);
     if (len > l->end) len = l->end; /* this lane's share of the block ends there */
@@ -112,6 +138,7 @@ static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct
       anycclReduce(&ph->op, n, in0, in1, out0, out1, flags);
     if (rc) recvDone(rc);
     if (sc) sendDone(sc, bytes, ph->tag);
+    if (tb) traceStep(tb, l, li, seq, t0, rc, sc, bytes);
     done++;
     if (++l->cur == l->nsteps) {
       l->cur = 0;
@@ -122,9 +149,11 @@ static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct
   return done;
 }
 
-static int p2pLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct ncclComm* comm) {
+static int p2pLaneProgress(struct anycclPhase* ph, struct anycclLane* l, int li, struct ncclComm* comm,
+                           uint64_t seq) {
   int done = 0;
   struct anycclConn* c = l->conn;
+  struct anycclTraceBuf* tb = comm->trace;
   while (!l->done) {
     if (l->pos == (size_t)l->nops) {
       l->done = 1;
@@ -135,12 +164,16 @@ static int p2pLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct 
     if (n > c->slotBytes) n = c->slotBytes;
     /* a collective's tag, or the send's bytes */
     uint32_t tag = ph->func == FUNC_SEND ? anycclP2pTag(op->bytes) : ph->tag;
-    if (l->kind == LANE_P2P_SEND) {
-      if (!sendReady(c)) break;
+    int send = l->kind == LANE_P2P_SEND;
+    if (send ? !sendReady(c) : !recvReady(c)) {
+      traceBlocked(tb, l, !send);
+      break;
+    }
+    double t0 = tb ? anycclNowSec() * 1e6 : 0;
+    if (send) {
       memcpy(slotPtr(c), op->ptr + l->sub, n);
       sendDone(c, n, tag);
     } else {
-      if (!recvReady(c)) break;
       uint64_t got = c->ctrl->sizes[c->step % c->nslots], want = anycclSizeWord(n, tag);
       if (!slotMatches(got, want)) {
         if (!anycclMismatchSlot(comm, ph, c, want, got)) return -1;
@@ -150,6 +183,7 @@ static int p2pLaneProgress(struct anycclPhase* ph, struct anycclLane* l, struct 
       memcpy(op->ptr + l->sub, slotPtr(c), n);
       recvDone(c);
     }
+    if (tb) traceStep(tb, l, li, seq, t0, send ? NULL : c, send ? c : NULL, n);
     done++;
     l->sub += n;
     if (l->sub >= op->bytes) {
@@ -208,12 +242,22 @@ ncclResult_t anycclCheckPeers(struct ncclComm* comm, const char* what) {
   return ncclSuccess;
 }
 
-static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
+static ncclResult_t runLanes(struct ncclComm* comm, struct anycclPhase* ph, uint64_t seq, double t0);
+
+static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph, uint64_t seq) {
+  struct anycclTraceBuf* tb = comm->trace;
+  double t0 = tb ? anycclNowSec() * 1e6 : 0;
+  ncclResult_t res = ncclSuccess;
   anycclOpPublish(comm, ph);
-  if (ph->peerFunc) {
-    ncclResult_t res;
-    if (anycclCpuPeerPhase(comm, ph, &res) || res != ncclSuccess) return res;
-  }
+  if (!ph->peerFunc || !(anycclCpuPeerPhase(comm, ph, &res) || res != ncclSuccess)) res = runLanes(comm, ph, seq, t0);
+  if (tb)
+    anycclTraceAddRec(tb, TR_COLL, t0, anycclNowSec() * 1e6, seq, 0, -1, 0, (double)ph->count * ph->elemSize,
+                      ph->func, 0);
+  return res;
+}
+
+static ncclResult_t runLanes(struct ncclComm* comm, struct anycclPhase* ph, uint64_t seq, double t0) {
+  struct anycclTraceBuf* tb = comm->trace;
   int remaining = ph->nlanes;
   int spins = 0;
   if (ph->scalarPtr) memcpy(&ph->op.scalar, ph->scalarPtr, ph->elemSize);
@@ -231,10 +275,13 @@ static ncclResult_t runPhase(struct ncclComm* comm, struct anycclPhase* ph) {
     for (int i = 0; i < ph->nlanes; i++) {
       struct anycclLane* l = &ph->lanes[i];
       if (l->done) continue;
-      int d = l->kind == LANE_STEPS ? stepLaneProgress(ph, l, comm) : p2pLaneProgress(ph, l, comm);
+      int d = l->kind == LANE_STEPS ? stepLaneProgress(ph, l, i, comm, seq) : p2pLaneProgress(ph, l, i, comm, seq);
       if (d < 0) return ncclInvalidUsage;
       progress += d;
-      if (l->done) remaining--;
+      if (l->done) {
+        remaining--;
+        if (tb) anycclTraceAddRec(tb, TR_LANE, t0, anycclNowSec() * 1e6, seq, i, -1, 0, 0, 0, 0);
+      }
     }
     if (progress) {
       spins = 0;
@@ -292,7 +339,7 @@ void anycclCpuExecute(void* arg) {
   if (waitTurn(comm, plan->seq)) {
     for (int p = 0; p < plan->nphases && res == ncclSuccess; p++) {
       if (stopped(comm)) break;
-      res = runPhase(comm, &plan->phases[p]);
+      res = runPhase(comm, &plan->phases[p], plan->seq);
     }
     __atomic_store_n(&comm->execNext, plan->seq + 1, __ATOMIC_RELEASE);
     anycclBellRing(comm->bell);

@@ -42,6 +42,7 @@
 #include "param.h"
 #include "plan.h"
 #include "rt.h"
+#include "trace.h"
 #include "nccl_device/core.h"
 
 #define ACUCHECK(call)                                                                         \
@@ -300,7 +301,7 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   ACUCHECK(acuHostAllocMapped((void**)&comm->cuShared, &sharedDev, sizeof(struct acuShared)));
   comm->cuSharedDev = sharedDev;
   const char* tpath = anycclParamStr(PARAM_CUDA_TIMELINE);
-  if (tpath && tpath[0]) {
+  if ((tpath && tpath[0]) || comm->trace) { /* ANYCCL_TRACE is made from the timeline */
     int64_t cap = anycclParamInt(PARAM_CUDA_TIMELINE_RECORDS);
     if (cap < 1) cap = 1;
     void* dev = NULL;
@@ -342,6 +343,13 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
  * (what: 0 lane start, 1 step's wait done, 2 step posted, 3 lane end). */
 static void timelineWrite(struct ncclComm* comm) {
   const struct acuTimeline* tl = comm->cuTimeline;
+  _Static_assert(sizeof(struct acuTimeRec) == sizeof(struct anycclTraceTl), "trace.h's copy of acuTimeRec");
+  if (comm->trace) {
+    unsigned long long n = tl->next < tl->cap ? tl->next : tl->cap;
+    anycclTraceFromTimeline(comm->trace, (const struct anycclTraceTl*)(tl + 1), (size_t)n);
+  }
+  const char* tpath = anycclParamStr(PARAM_CUDA_TIMELINE);
+  if (tpath == NULL || tpath[0] == '\0') return; /* the timeline was only for ANYCCL_TRACE */
   char path[4096];
   snprintf(path, sizeof(path), "%s.%d", anycclParamStr(PARAM_CUDA_TIMELINE), comm->rank);
   FILE* f = fopen(path, "w");
@@ -984,6 +992,33 @@ static ncclResult_t orderAfter(struct ncclComm* comm, cudaStream_t stream, int c
   return ncclSuccess;
 }
 
+/* ANYCCL_TRACE: what each GPU lane of the phase just encoded does (trace.c
+ * names the kernels' timeline records by it at destroy). */
+static void traceLanes(struct ncclComm* comm, const struct anycclPhase* ph, int p) {
+  const struct encoder* e = comm->encoder;
+  int32_t peers[2 * 256];
+  for (int i = 0; i < e->nlanes; i++) {
+    const struct anycclLane* l = e->gl[i].l;
+    struct anycclTraceGpuLane d = {.seq = (uint32_t)comm->launches, .phase = (uint16_t)p, .lane = (uint16_t)i,
+                                   .func = (uint8_t)ph->func, .kind = (uint8_t)l->kind, .peer = -1,
+                                   .bytes = (double)ph->count * ph->elemSize};
+    if (l->kind == LANE_STEPS) {
+      d.nsteps = (uint16_t)(l->nsteps > 256 ? 256 : l->nsteps);
+      for (int j = 0; j < d.nsteps; j++) {
+        const struct anycclStep* st = &l->steps[j];
+        peers[2 * j] = st->send >= 0 && l->conns[st->send] ? l->conns[st->send]->peer : -1;
+        peers[2 * j + 1] = st->recv >= 0 && l->conns[st->recv] ? l->conns[st->recv]->peer : -1;
+      }
+      double sb = (double)l->slice * ph->elemSize;
+      d.stepBytes = sb < (double)comm->sliceBytes ? sb : (double)comm->sliceBytes;
+    } else {
+      d.peer = l->conn ? l->conn->peer : comm->rank;
+      for (int j = 0; j < l->nops; j += l->kind == LANE_COPY ? 2 : 1) d.stepBytes += (double)l->ops[j].bytes;
+    }
+    anycclTraceGpuLaneAdd(comm->trace, &d, l->kind == LANE_STEPS ? peers : NULL);
+  }
+}
+
 ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan, cudaStream_t stream) {
   int capturing = 0;
   anycclNetKick(comm); /* a proxy, if any, starts polling the FIFOs */
@@ -1005,6 +1040,7 @@ ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan
     anycclProfAdd(PROF_ENCODE, t0);
     if (res != ncclSuccess) break;
     if (((struct acuPhase*)buf)->nlanes == 0) continue;
+    if (comm->trace) traceLanes(comm, ph, p);
     t0 = anycclProfNow();
     int e = acuLaunchPhase((const struct acuPhase*)buf, (void*)stream);
     anycclProfAdd(PROF_KERNEL, t0);

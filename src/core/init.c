@@ -13,8 +13,10 @@
 #include "comm.h"
 #include "exec.h"
 #include "param.h"
+#include "plan.h"
 #include "rt.h"
 #include "topo.h"
+#include "trace.h"
 #include "wire.h"
 
 /* ---- host and process identity ------------------------------------------- */
@@ -58,6 +60,8 @@ static ncclResult_t commAlloc(struct ncclComm** out, int nranks, int rank, int c
 void anycclCommFree(struct ncclComm* comm) {
   anycclCommUnregister(comm);
   if (comm->exec) comm->exec->free(comm);
+  anycclTraceFlush(comm); /* after the executor: the cuda backend converts its timeline there */
+  anycclRingProgsFree(comm);
   if (comm->bootstrap) bootstrapClose(comm->bootstrap);
   free(comm->peerInfo);
   free(comm->ringOrder);
@@ -214,6 +218,7 @@ static ncclResult_t commSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   if (posix_memalign((void**)&comm->scratch, 64, (size_t)comm->nChannels * comm->slotBytes) != 0)
     return ncclSystemError;
   anycclCommTuning(comm);
+  NCCLCHECK(anycclTraceAlloc(comm, anycclTraceKey(id->internal, sizeof(id->internal))));
   NCCLCHECK(comm->exec->setup(comm));
   /* A rank with network peers shares its cores with its proxy and socket
    * threads: it must not spin on them. */

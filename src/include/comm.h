@@ -73,6 +73,8 @@ struct ncclComm {
   int nChannels;
   int* ringOrder;                /* [c * nRanks + i]: rank at position i of ring c (same on all ranks) */
   int ringPos[ANYCCL_MAX_CHANNELS]; /* my position in ring c */
+  signed char ringLikeFirst[ANYCCL_MAX_CHANNELS]; /* ring c is ring 0: 1, is not: -1, not compared yet: 0 */
+  struct anycclRingProgs* ringProgs; /* the ring programs built so far (algo/schedule.c), or NULL */
   int nslots;
   size_t slotBytes;
   struct anycclSegment* segment;
@@ -158,6 +160,8 @@ struct ncclComm {
   struct anycclWin* windows;     /* device API windows (backend/cuda_devcomm.c) */
   struct anycclDevRec* devComms; /* device communicators */
   struct anycclSimWorld* sim;    /* sim backend: the process-wide world of this communicator */
+  struct anycclTraceBuf* trace;  /* ANYCCL_TRACE records (cpu, cuda), written at destroy; or NULL */
+  int tracePid;                  /* this rank's pid in the trace */
   struct anycclConn* cuNetConns; /* network connection ends (the proxy's view), pinned host FIFOs */
   int cuNetCount;
   char* cuNetStaging;            /* one pinned, device-mapped block: cuNetCount FIFOs */

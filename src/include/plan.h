@@ -67,6 +67,10 @@ struct anycclLane {
   size_t sub;                    /* P2P: byte offset within op */
   int cur;                       /* STEPS: current step */
   int done;
+  /* --- ANYCCL_TRACE (cpu executor) --- */
+  double trWaitT;                /* when a step first found its slot not ready (us), or 0 */
+  int trWaitRecv;                /* ... waiting for the peer's data (else for a free slot) */
+  int trSends, trRecvs;          /* sends and receives done (the trace's step numbers) */
 };
 
 struct anycclPhase {
@@ -101,6 +105,12 @@ struct anycclPlan {
 };
 
 void anycclPlanFree(struct anycclPlan* plan);
+
+/* The all-reduce, reduce-scatter and all-gather ring programs a
+ * communicator keeps (algo/schedule.c: they depend on nothing but the
+ * rings; plans' lanes point into them): freed with the communicator. */
+struct ncclComm;
+void anycclRingProgsFree(struct ncclComm* comm);
 
 struct anycclTask;
 /* Algorithms (algo/schedule.c): one collective task -> one phase; all the

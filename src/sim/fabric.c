@@ -27,6 +27,7 @@ void simCalibDefaults(struct simCalib* c) {
   c->pcieGBps = 50;
   c->copyGBps = 1500;
   c->launchUs = 5;
+  c->graphLaunchUs = 2.5;
   c->llStepUs = 1;
   c->simpleStepUs = 2;
   c->llEfficiency = 0.5;
@@ -156,13 +157,14 @@ ncclResult_t simCalibRead(const char* path, FILE* in, struct simCalib* c, char* 
       {"pcie_GBps", F_DOUBLE, &c->pcieGBps, 1e-3, 0},        {"copy_GBps", F_DOUBLE, &c->copyGBps, 1e-3, 0},
       {"launch_us", F_DOUBLE, &c->launchUs, 0, 0},           {"ll_step_us", F_DOUBLE, &c->llStepUs, 0, 0},
       {"simple_step_us", F_DOUBLE, &c->simpleStepUs, 0, 0},  {"ll_efficiency", F_DOUBLE, &c->llEfficiency, 1e-3, 0},
-      {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0},
+      {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0}, {"graph_launch_us", F_DOUBLE, &c->graphLaunchUs, 0, 0},
   };
   int nf = sizeof(fields) / sizeof(fields[0]), lines[SIM_MAX_FIELDS] = {0};
   if (parseStream(path, in, fields, nf, lines, err, len) != 0) return ncclInvalidUsage;
   if (c->llEfficiency > 1) {
-    snprintf(err, len, "%s:%d: ll_efficiency: %g is more than 1", path, lineOf(fields, lines, nf, "ll_efficiency"),
-             c->llEfficiency);
+    char what[96];
+    snprintf(what, sizeof(what), "%g is more than 1 (payload bytes per wire byte)", c->llEfficiency);
+    fail(err, len, path, lineOf(fields, lines, nf, "ll_efficiency"), "ll_efficiency", what);
     return ncclInvalidUsage;
   }
   return ncclSuccess;
@@ -223,11 +225,13 @@ ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks
     };
     int nf = sizeof(fields) / sizeof(fields[0]), lines[SIM_MAX_FIELDS] = {0};
     if (parseStream(path, in, fields, nf, lines, err, len) != 0) return ncclInvalidUsage;
+#define LINE(key) lineOf(fields, lines, nf, key)
     if (strcasecmp(fabricWord, "rail") == 0 || strcasecmp(fabricWord, "rail-optimized") == 0) f->kind = SIM_RAIL;
     else if (strcasecmp(fabricWord, "fattree") == 0 || strcasecmp(fabricWord, "fat-tree") == 0) f->kind = SIM_FATTREE;
     else {
-      snprintf(err, len, "%s:%d: fabric: '%s' is neither rail nor fattree", path, lineOf(fields, lines, nf, "fabric"),
-               fabricWord);
+      char what[320];
+      snprintf(what, sizeof(what), "'%.256s' is neither rail nor fattree", fabricWord);
+      fail(err, len, path, LINE("fabric"), "fabric", what);
       return ncclInvalidUsage;
     }
     if (strcasecmp(f->device, "h200") == 0) {
@@ -235,8 +239,9 @@ ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks
       f->calib.blockGBps = 40; /* H100: slower SMs and HBM3; NVLink 4 as on H200 */
       f->calib.nvlinkGBps = 350;
     } else {
-      snprintf(err, len, "%s:%d: device: '%s' is not a built-in kind (h200, h100); name a calibration file", path,
-               lineOf(fields, lines, nf, "device"), f->device);
+      char what[160];
+      snprintf(what, sizeof(what), "'%.60s' is not a built-in kind (h200, h100); name a calibration file", f->device);
+      fail(err, len, path, LINE("device"), "device", what);
       return ncclInvalidUsage;
     }
     if (calibFile[0] && openFiles) {
@@ -247,18 +252,23 @@ ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks
     if (hostXml[0]) {
       relativeTo(path, hostXml, f->hostXml, sizeof(f->hostXml));
       if (openFiles && access(f->hostXml, R_OK) != 0) {
-        snprintf(err, len, "%s:%d: host_xml: cannot read %s", path, lineOf(fields, lines, nf, "host_xml"), f->hostXml);
+        char what[320];
+        snprintf(what, sizeof(what), "cannot read %.256s", f->hostXml);
+        fail(err, len, path, LINE("host_xml"), "host_xml", what);
         return ncclInvalidUsage;
       }
     }
     if (f->nicsPerHost > f->gpusPerHost || f->gpusPerHost % f->nicsPerHost) {
-      snprintf(err, len, "%s:%d: nics_per_host: %d does not divide gpus_per_host (%d)", path,
-               lineOf(fields, lines, nf, "nics_per_host") ? lineOf(fields, lines, nf, "nics_per_host")
-                                                          : lineOf(fields, lines, nf, "gpus_per_host"),
-               f->nicsPerHost, f->gpusPerHost);
+      char what[160];
+      snprintf(what, sizeof(what), "%d%s does not divide gpus_per_host (%d%s)", f->nicsPerHost,
+               LINE("nics_per_host") ? "" : ", the default", f->gpusPerHost, LINE("gpus_per_host") ? "" : ", the default");
+      /* blame the line that made them disagree: the later of the two */
+      int l = LINE("nics_per_host") > LINE("gpus_per_host") ? LINE("nics_per_host") : LINE("gpus_per_host");
+      fail(err, len, path, l, "nics_per_host", what);
       return ncclInvalidUsage;
     }
-    hostsLine = lineOf(fields, lines, nf, "hosts");
+    hostsLine = LINE("hosts");
+#undef LINE
   }
   if (f->hosts == 0) f->hosts = (nranks + f->gpusPerHost - 1) / f->gpusPerHost;
   char at[16] = "";
@@ -279,6 +289,8 @@ ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks
   }
   const char* calibEnv = openFiles ? getenv("ANYCCL_SIM_CALIB") : NULL;
   if (calibEnv && calibEnv[0] && simCalibLoad(calibEnv, &f->calib, err, len) != ncclSuccess) return ncclInvalidUsage;
+  const char* graph = getenv("ANYCCL_SIM_GRAPH"); /* kernels launched from a CUDA graph (nccl-tests -G) */
+  if (graph && atoi(graph) == 1) f->calib.launchUs = f->calib.graphLaunchUs;
   ncclResult_t res = setupLinks(f, err, len);
   if (res == ncclSuccess) res = applyDegrade(f, degrade, err, len);
   if (res != ncclSuccess) simFabricFree(f);

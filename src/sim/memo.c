@@ -104,7 +104,7 @@ ncclResult_t simModelCollective(struct anycclSimWorld* w, struct anycclPlan** pl
                                 double* end) {
   const char* env = getenv("ANYCCL_SIM_MEMO");
   int nLinks = w->fabric.nLinks;
-  if (w->flowFile || (env && atoi(env) == 0)) {
+  if (w->flowFile || w->tracing || (env && atoi(env) == 0)) {
     w->modelled++;
     return simModelRun(w, plans, start, end);
   }

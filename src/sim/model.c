@@ -59,14 +59,9 @@ static int laneRounds(const struct anycclLane* l) {
   return 0;
 }
 
-/* A flow of the round being built, with what the flow file needs. */
-struct roundFlow {
-  int src, dst, lane, recvFrom;
-};
-
 struct builder {
   struct simFlow* flows;
-  struct roundFlow* info;
+  struct simRoundFlow* info;
   double* lat;
   int n, cap;
 };
@@ -76,7 +71,7 @@ static int addFlow(struct builder* b) {
     int cap = b->cap ? 2 * b->cap : 1024;
     struct simFlow* f = realloc(b->flows, sizeof(*f) * cap);
     if (f) b->flows = f;
-    struct roundFlow* i = realloc(b->info, sizeof(*i) * cap);
+    struct simRoundFlow* i = realloc(b->info, sizeof(*i) * cap);
     if (i) b->info = i;
     double* l = realloc(b->lat, sizeof(*l) * cap);
     if (l) b->lat = l;
@@ -97,7 +92,7 @@ static void writeFlows(struct anycclSimWorld* w, const struct builder* b, uint64
                        const int* laneBase) {
   for (int i = 0; i < b->n; i++) {
     const struct simFlow* f = &b->flows[i];
-    const struct roundFlow* r = &b->info[i];
+    const struct simRoundFlow* r = &b->info[i];
     char parents[64] = "", route[128] = "";
     int64_t p1 = prevOut[laneBase[r->src] + r->lane];
     int64_t p2 = r->recvFrom >= 0 ? prevIn[laneBase[r->src] + r->lane] : -1;
@@ -180,6 +175,8 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
   ncclResult_t res = ncclSuccess;
   struct builder b = {0};
   struct linkAcc acc = {0};
+  struct simTrace st;
+  int tracing = simTraceBegin(w, &st, plans[0]->seq);
   int* laneBase = malloc(sizeof(int) * (n + 1));
   int* lr = NULL;
   int64_t *prevOut = NULL, *prevIn = NULL, *curOut = NULL, *curIn = NULL;
@@ -194,11 +191,13 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
   }
   int tracks = w->flowFile != NULL;
   for (int p = 0; p < nph && res == ncclSuccess; p++) {
+    double tPhase = t;
     t += cal->launchUs * 1e-6;
     int rounds = 0;
     laneBase[0] = 0;
     for (int r = 0; r < n; r++) laneBase[r + 1] = laneBase[r] + plans[r]->phases[p].nlanes;
     size_t nl = (size_t)laneBase[n];
+    NCCLCHECKGOTO(simTracePhase(&st, laneBase, n, tPhase, t), res, out);
     free(lr);
     lr = malloc(sizeof(int) * (nl + 1));
     if (lr == NULL) {
@@ -255,7 +254,7 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
     for (int k = 0; k < rounds; k++) {
       uint64_t sig = sigs[k];
       double stepLat = lats[k];
-      if (havePrev && sig == prevSig && stepLat == prevLat && !tracks) {
+      if (havePrev && sig == prevSig && stepLat == prevLat && !tracks && !tracing) {
         repeat++;
         t += prevRound;
         continue;
@@ -279,6 +278,10 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
             if (si < 0) continue;
             bytes = (double)e * ph->elemSize * wire;
             dst = simConnPeer(w, comm, l->conns[si]);
+            /* a direct (one-shot) lane runs over the peer connections: the
+             * cuda backend cuts it into p2pChannels blocks, as a p2p lane */
+            uintptr_t c = (uintptr_t)l->conns[si], base = (uintptr_t)w->p2pConns;
+            if (c >= base && c < base + 2 * (size_t)n * sizeof(struct anycclConn)) cap *= comm->p2pChannels;
             if (ri >= 0) recvFrom = simConnPeer(w, comm, l->conns[ri]);
           } else if (l->kind == LANE_P2P_SEND) {
             bytes = (double)e * wire;
@@ -300,7 +303,7 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
           f->bytes = bytes;
           f->cap = cap;
           f->nlinks = simRoute(fab, r, dst, f->links, &b.lat[i]);
-          b.info[i] = (struct roundFlow){r, dst, li, recvFrom};
+          b.info[i] = (struct simRoundFlow){r, dst, li, recvFrom};
         }
       }
       /* the same round again: the flows, rebuilt in the same places, keep their ends */
@@ -322,7 +325,7 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
         memcpy(curIn, prevIn, sizeof(int64_t) * nl);
         writeFlows(w, &b, plans[0]->seq, what, k, t, stepLat, w->nextFlowId, prevOut, prevIn, laneBase);
         for (int i = 0; i < b.n; i++) {
-          const struct roundFlow* rf = &b.info[i];
+          const struct simRoundFlow* rf = &b.info[i];
           curOut[laneBase[rf->src] + rf->lane] = (int64_t)(w->nextFlowId + i);
           if (rf->dst != rf->src && rf->lane < laneBase[rf->dst + 1] - laneBase[rf->dst])
             curIn[laneBase[rf->dst] + rf->lane] = (int64_t)(w->nextFlowId + i);
@@ -332,12 +335,15 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
         x = prevIn, prevIn = curIn, curIn = x;
       }
       w->nextFlowId += b.n;
+      if (tracing) simTraceRound(&st, b.flows, b.info, b.lat, b.n, laneBase, t, stepLat, roundEnd);
       t += roundEnd;
       prevSig = sig, prevLat = stepLat, prevRound = roundEnd, havePrev = 1, repeat = 1;
     }
     accFlush(w, &acc, repeat);
+    if (tracing) simTracePhaseEnd(&st, plans, p, laneBase, n, t);
   }
 out:
+  simTraceEnd(&st);
   free(sigs), free(lats);
   free(b.flows), free(b.info), free(b.lat), free(laneBase), free(lr);
   free(acc.bytes), free(acc.busy), free(acc.touched);

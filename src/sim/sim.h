@@ -22,6 +22,7 @@ struct simCalib {
   double pcieGBps;        /* GPU <-> NIC through the PCIe switch, per direction */
   double copyGBps;        /* a local copy (device memory) */
   double launchUs;        /* a kernel launch (one per phase) */
+  double graphLaunchUs;   /* the same inside a CUDA graph (ANYCCL_SIM_GRAPH=1 uses it) */
   double llStepUs;        /* an LL-protocol step */
   double simpleStepUs;    /* a simple-protocol step */
   double llEfficiency;    /* LL payload per wire byte */
@@ -62,6 +63,9 @@ void simFabricFree(struct simFabric* f);
  * returns their count and the route's latency in *lat. */
 int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat);
 void simLinkName(const struct simFabric* f, int id, char* buf, size_t len);
+/* anyccl-topo (draw.c): a one-paragraph summary; a Graphviz drawing. */
+void simFabricDescribe(const struct simFabric* f, FILE* out);
+ncclResult_t simFabricWriteDot(const struct simFabric* f, FILE* out);
 
 /* ---- flows: max-min fair sharing ----------------------------------------- */
 struct simFlow {
@@ -112,6 +116,9 @@ struct anycclSimWorld {
   double lastEnd;                   /* the end of the latest collective */
   struct simMemo* memo;             /* memo.c */
   uint64_t modelled, reused;        /* collectives modelled, and taken from the memo */
+  /* ANYCCL_TRACE (simtrace.c) */
+  int tracing, traceNamed, traceMaxLane;
+  int tracePid;                     /* pid of rank 0 */
 };
 
 /* The modelled end (seconds) of one collective given every rank's plan and
@@ -125,5 +132,28 @@ void simMemoFree(struct anycclSimWorld* w);
 ncclResult_t simModelCollective(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start,
                                 double* end);
 void simLinkSummary(struct anycclSimWorld* w, FILE* out, int top);
+
+/* ---- ANYCCL_TRACE (simtrace.c) ----------------------------------------------- */
+/* A flow of a round, with who sends it on which lane. */
+struct simRoundFlow {
+  int src, dst, lane, recvFrom;
+};
+struct simTrace {
+  FILE* f;                /* NULL: not tracing */
+  struct anycclSimWorld* w;
+  uint64_t seq;
+  double phaseStart;
+  double *sendEnd, *recvEnd, *laneEnd; /* per lane of the phase (laneBase) */
+  int *sends, *recvs;     /* per lane: sends and receives so far (the events' step numbers) */
+  char* linkUsed;         /* per link: carried traffic in the last round */
+};
+/* 1 when this collective is traced (the trace file is locked until simTraceEnd). */
+int simTraceBegin(struct anycclSimWorld* w, struct simTrace* st, uint64_t seq);
+ncclResult_t simTracePhase(struct simTrace* st, const int* laneBase, int n, double tPhase, double tLanes);
+void simTraceRound(struct simTrace* st, const struct simFlow* flows, const struct simRoundFlow* info,
+                   const double* lat, int nflows, const int* laneBase, double t, double stepLat,
+                   double roundLen);
+void simTracePhaseEnd(struct simTrace* st, struct anycclPlan** plans, int p, const int* laneBase, int n, double t);
+void simTraceEnd(struct simTrace* st);
 
 #endif

@@ -170,9 +170,12 @@ float anycclSimEstimate(struct ncclComm* comms) {
       double e = 0;
       if (saved) {
         memcpy(saved, w->linkBytes, bytes), memcpy(saved + w->fabric.nLinks, w->linkBusy, bytes);
+        int tracing = w->tracing;
         w->flowFile = NULL;
+        w->tracing = 0;
         if (simModelRun(w, plans, start, &e) == ncclSuccess && e > worst) worst = e;
         w->flowFile = flows;
+        w->tracing = tracing;
         w->nextFlowId = ids;
         memcpy(w->linkBytes, saved, bytes), memcpy(w->linkBusy, saved + w->fabric.nLinks, bytes);
         free(saved);

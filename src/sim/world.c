@@ -21,6 +21,7 @@
 #include "rt.h"
 #include "sim.h"
 #include "topo.h"
+#include "trace.h"
 
 static pthread_mutex_t worldsLock = PTHREAD_MUTEX_INITIALIZER;
 static struct anycclSimWorld* worlds;
@@ -147,6 +148,10 @@ static ncclResult_t worldNew(const ncclUniqueId* id, int n, struct anycclSimWorl
     fprintf(w->flowFile, "flow,parents,launch,collective,src,dst,bytes,channel,step,route,start_us,end_us\n");
   }
   w->index = worldCount++;
+  if (anycclTraceOn()) {
+    w->tracing = 1;
+    w->tracePid = anycclTracePidBase(anycclTraceKey(w->key, sizeof(w->key)));
+  }
   INFO(NCCL_INIT, "sim: world of %d ranks on %s: %d hosts x %d GPUs, %d NICs each, %s, %d links", n,
        w->fabric.name, w->fabric.hosts, gph, w->fabric.nicsPerHost, w->fabric.kind == SIM_RAIL ? "rail" : "fat-tree",
        w->fabric.nLinks);

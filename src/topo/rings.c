@@ -8,7 +8,16 @@
  * leaves), and visits the other GPUs in the order that maximises the
  * narrowest link, then the sum of the links (exact search over subsets up to
  * 12 GPUs a host, greedy beyond). A ring on one host is a cycle and is
- * optimised as one. */
+ * optimised as one.
+ *
+ * Without any topology (no NCCL_TOPO_FILE; the sim backend) a host's ranks are
+ * taken as GPUs 0..n-1 of one NVSwitch, GPU i on rail (NIC) i's share, and
+ * the rings follow the rails: channel c leaves one host and enters the next
+ * through GPUs of the same local index, a_c on one hop and b_c = a_c + 1 on
+ * the next (hosts alternate: enter a, leave b; enter b, leave a), so no hop
+ * between hosts crosses rails (but the closing one of an odd host count),
+ * and channels spread a_c over the GPUs, hence over the NICs. A host
+ * without a topology among hosts with one keeps rank order. */
 #include <stdlib.h>
 #include <string.h>
 #include "checks.h"
@@ -248,9 +257,11 @@ ncclResult_t anycclTopoBuildRings(const struct anycclTopoHost* const* hosts, int
     int h = ranks[q].host;
     members[start[h] + count[h]++] = q;
   }
-  int maxNets = 1;
-  for (int h = 0; h < nHosts; h++)
+  int maxNets = 1, anyTopo = 0;
+  for (int h = 0; h < nHosts; h++) {
     if (hosts[h] && hosts[h]->nNets > maxNets) maxNets = hosts[h]->nNets;
+    anyTopo |= hosts[h] != NULL;
+  }
   cand = malloc(sizeof(int) * maxNets);
   if (cand == NULL) {
     res = ncclSystemError;
@@ -259,6 +270,16 @@ ncclResult_t anycclTopoBuildRings(const struct anycclTopoHost* const* hosts, int
   for (int u = 0; u < nUsed; u++) {
     int h = hostOrder[u], n = count[h], *mem = members + start[h];
     const struct anycclTopoHost* host = hosts[h];
+    if (!anyTopo && n > 1 && nUsed > 1) { /* rails, above */
+      for (int c = 0; c < nChannels; c++) {
+        int a = nChannels >= n ? c % n : c * n / nChannels, b = (a + 1) % n;
+        int* o = r->order + c * nRanks + start[h];
+        o[0] = mem[u % 2 ? b : a];
+        for (int j = 0; j < n - 2; j++) o[1 + j] = mem[(a + 2 + j) % n];
+        o[n - 1] = mem[u % 2 ? a : b];
+      }
+      continue;
+    }
     if (host == NULL || n == 1) { /* rank order */
       for (int c = 0; c < nChannels; c++) memcpy(r->order + c * nRanks + start[h], mem, sizeof(int) * n);
       if (host && nUsed > 1 && host->nNets > 0) {

@@ -1,7 +1,8 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow conservation reserve flowfile PATH */
+ *   flows_one flows_share spine bad_fabric ring_slow conservation reserve flowfile PATH
+ *   trace PATH timeline PATH rails */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,11 @@
 #include <unistd.h>
 #include "cuda_runtime.h"
 #include "nccl.h"
+#include "comm.h"
+#include "plan.h"
 #include "sim/sim.h"
+#include "topo.h"
+#include "trace.h"
 
 static int failures;
 #define CHECK(cond, ...)                                          \
@@ -125,6 +130,15 @@ static void badFabric(void) {
   badOne("bad4.fabric", "oversubscription 0.5\n", "%s:1: oversubscription: '0.5' is not a number >= 1");
   badOne("bad5.fabric", "fabric torus\n", "%s:1: fabric: 'torus' is neither rail nor fattree");
   badOne("bad6.fabric", "hosts 1\ngpus_per_host 4\nnics_per_host 4\n", "%s:1: hosts: 1 hosts x 4 GPUs is fewer than");
+  badOne("bad9.fabric", "# 4 GPUs\n\ngpus_per_host 4\n", "%s:3: nics_per_host: 8, the default does not divide");
+  badOne("bad10.fabric", "nics_per_host 3\ngpus_per_host 8\n", "%s:2: nics_per_host: 3 does not divide");
+  badOne("bad11.fabric", "hosts 1\ndevice b200\n", "%s:2: device: 'b200' is not a built-in kind");
+  badOne("bad12.fabric", "hosts 1\n\nhost_xml no_such.xml\n", "%s:3: host_xml: cannot read");
+  badOne("bad13.fabric", "hosts 1\nlink_latency_us -2\n", "%s:2: link_latency_us: '-2' is not a number >= 0");
+  /* a calibration named by the fabric: the calibration file's own line */
+  const char* c14 = writeFile("bad14.calib", "# H100\nblock_GBps 40\nll_efficiency 1.5\n");
+  badOne("bad14.fabric", "hosts 1\ncalibration bad14.calib\n", "bad14.calib:3: ll_efficiency: 1.5 is more than 1");
+  unlink(c14);
   badOne("bad7.fabric", "hosts 1\ndegrade host0/gpu9/nvlink-out=10\n", "%s:2: degrade: no link named");
   badOne("bad8.fabric", "hosts 1\nnic_gbps 400 800\n", "%s:2: nic_gbps: more than one value");
   /* found while readying fabric.c for fuzz/fuzz_fabric.c: an integer past INT_MAX was converted anyway (undefined), a fabric of
@@ -137,7 +151,7 @@ static void badFabric(void) {
   snprintf(longLine, sizeof(longLine), "hosts 1\ndevice %01100d\n", 7);
   badOne("bad11.fabric", longLine, "%s:2: line: longer than 1023 bytes or holds a NUL");
   badOne("bad11z.fabric", "calibration /dev/zero\n", "/dev/zero:1: line: longer than 1023 bytes or holds a NUL");
-  badOne("bad12.fabric", "gpus_per_host 4\n", "%s:1: nics_per_host: 8 does not divide gpus_per_host (4)");
+  badOne("bad12.fabric", "gpus_per_host 4\n", "%s:1: nics_per_host: 8, the default does not divide gpus_per_host (4)");
   badOne("bad13.fabric", "device\tb300\n", "%s:1: device: 'b300' is not a built-in kind");
   badOne("bad14.fabric", "hosts 2\ndegrade host00/gpu3/nvlink-out=10\n", "%s:2: degrade: no link named 'host00/");
   {
@@ -151,11 +165,21 @@ static void badFabric(void) {
   }
   struct simCalib c;
   simCalibDefaults(&c);
-  const char* p = writeFile("bad.calib", "block_GBps 44\nlaunch_us -1\n");
-  char err[512] = "";
-  CHECK(simCalibLoad(p, &c, err, sizeof(err)) == ncclInvalidUsage && strstr(err, ":2: launch_us:"), "calib: '%s'",
-        err);
-  unlink(p);
+  static const char* calibs[][2] = {
+      {"block_GBps 44\nlaunch_us -1\n", ":2: launch_us: '-1' is not a number >= 0"},
+      {"block_GBps 44\n\nblock_gbps_x 3\n", ":3: block_gbps_x: unknown field; known: block_GBps"},
+      {"nvlink_GBps fast\n", ":1: nvlink_GBps: 'fast' is not a number"},
+      {"launch_us 5\nll_efficiency 2\n", ":2: ll_efficiency: 2 is more than 1"},
+      {"simple_step_us\n", ":1: simple_step_us: no value"},
+  };
+  for (size_t i = 0; i < sizeof(calibs) / sizeof(calibs[0]); i++) {
+    const char* p = writeFile("bad.calib", calibs[i][0]);
+    char err[1024] = "";
+    simCalibDefaults(&c);
+    CHECK(simCalibLoad(p, &c, err, sizeof(err)) == ncclInvalidUsage && strstr(err, p) && strstr(err, calibs[i][1]),
+          "calib %zu: '%s', want '%s'", i, err, calibs[i][1]);
+    unlink(p);
+  }
 }
 
 /* ---- whole collectives on the sim backend ---------------------------------------- */
@@ -287,6 +311,134 @@ static void flowFile(const char* path) {
   freeComms();
 }
 
+/* One ring all-reduce as in ring_slow (8 ranks, one lane, 8 x 64 KB) with
+ * ANYCCL_TRACE set: check_trace.py ring8 checks the events and times. */
+static void traceRun(const char* path) {
+  setenv("ANYCCL_TRACE", path, 1);
+  setenv("NCCL_MAX_NCHANNELS", "1", 1), setenv("NCCL_ALGO", "Ring", 1), setenv("NCCL_PROTO", "Simple", 1);
+  initComms();
+  ncclGroupStart();
+  for (int i = 0; i < N; i++) ncclAllReduce(bufs[i], bufs[i], N * 65536 / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+  ncclGroupEnd();
+  for (int i = 0; i < N; i++) cudaStreamSynchronize(streams[i]);
+  freeComms();
+}
+
+/* The cuda backend's timeline -> trace records (trace.c), on a made-up
+ * timeline of two ranks: launch 0 has two phases (an all-reduce lane of 3
+ * steps: send; receive+send; receive; then an all-gather lane of one send). */
+static const struct anycclTraceRec* findRec(const struct anycclTraceBuf* b, int kind, int step, double t0) {
+  for (size_t i = 0; i < b->n; i++)
+    if (b->rec[i].kind == kind && (step < 0 || b->rec[i].step == step) && fabs(b->rec[i].t0 - t0) < 1e-9)
+      return &b->rec[i];
+  return NULL;
+}
+
+static void timeline(const char* path) {
+  setenv("ANYCCL_TRACE", path, 1);
+  struct ncclComm* c[2];
+  for (int r = 0; r < 2; r++) {
+    c[r] = calloc(1, sizeof(struct ncclComm));
+    c[r]->rank = r;
+    CHECK(anycclTraceAlloc(c[r], 42) == ncclSuccess && c[r]->trace, "anycclTraceAlloc");
+    int q = 1 - r;
+    int32_t ar[6] = {q, -1, q, q, -1, q}, ag[2] = {q, -1};
+    struct anycclTraceGpuLane l0 = {.seq = 0, .phase = 0, .lane = 0, .func = FUNC_ALLREDUCE, .kind = LANE_STEPS,
+                                    .nsteps = 3, .peer = -1, .bytes = 4096, .stepBytes = 1024};
+    struct anycclTraceGpuLane l1 = l0;
+    l1.phase = 1, l1.func = FUNC_ALLGATHER, l1.nsteps = 1;
+    anycclTraceGpuLaneAdd(c[r]->trace, &l1, ag); /* out of order: the converter sorts by phase */
+    anycclTraceGpuLaneAdd(c[r]->trace, &l0, ar);
+    struct anycclTraceTl tl[] = {
+        {4000, 0, 0, 255, 0}, {4100, 0, 0, 0, 1}, {4200, 0, 0, 0, 2}, {4300, 0, 0, 255, 3}, /* phase 1 */
+        {1000, 0, 0, 255, 0}, {1100, 0, 0, 0, 1}, {1500, 0, 0, 0, 2}, {2500, 0, 0, 1, 1},
+        {3000, 0, 0, 1, 2},   {3200, 0, 0, 2, 1}, {3500, 0, 0, 2, 2}, {3600, 0, 0, 255, 3},
+    };
+    anycclTraceFromTimeline(c[r]->trace, tl, sizeof(tl) / sizeof(tl[0]));
+    const struct anycclTraceBuf* b = c[r]->trace;
+    const struct anycclTraceRec* e;
+    CHECK((e = findRec(b, TR_SEND, 0, 1.1)) && e->peer == q && fabs(e->t1 - 1.5) < 1e-9, "Send-q-0 at 1.1-1.5 us");
+    CHECK((e = findRec(b, TR_SEND, 1, 2.5)) && fabs(e->t1 - 3.0) < 1e-9, "Send-q-1 at 2.5-3.0 us");
+    CHECK((e = findRec(b, TR_RECV, 0, 2.5)) && e->peer == q, "Recv-q-0 at 2.5 us");
+    CHECK((e = findRec(b, TR_RECV, 1, 3.2)) && fabs(e->t1 - 3.5) < 1e-9, "Recv-q-1 at 3.2-3.5 us");
+    CHECK((e = findRec(b, TR_BUFWAIT, -1, 1.5)) && fabs(e->t1 - 2.5) < 1e-9, "BufferWait 1.5-2.5 us");
+    CHECK((e = findRec(b, TR_RECVWAIT, -1, 3.0)) && fabs(e->t1 - 3.2) < 1e-9, "RecvWait 3.0-3.2 us");
+    CHECK((e = findRec(b, TR_COLL, -1, 1.0)) && e->func == FUNC_ALLREDUCE && fabs(e->t1 - 3.6) < 1e-9,
+          "AllReduce 1.0-3.6 us");
+    CHECK((e = findRec(b, TR_COLL, -1, 4.0)) && e->func == FUNC_ALLGATHER && fabs(e->t1 - 4.3) < 1e-9,
+          "AllGather 4.0-4.3 us (the lane's second start is phase 1)");
+    CHECK((e = findRec(b, TR_SEND, 0, 4.1)) && e->peer == q, "the all-gather's Send-q-0 at 4.1 us");
+    CHECK(b->n == 13, "rank %d: %zu records, want 13", r, b->n);
+  }
+  for (int r = 0; r < 2; r++) {
+    anycclTraceFlush(c[r]);
+    free(c[r]);
+  }
+}
+
+/* Rings follow rails without a topology (src/topo/rings.c): 2 hosts of 4
+ * GPUs, 2 channels; by hand: channel 0 pairs GPUs a=0, b=1: host 0 enters
+ * at 0 and leaves at 1, host 1 enters at 1 and leaves at 0: 0 2 3 1 | 5 6 7
+ * 4; channel 1 pairs 2 and 3: 2 0 1 3 | 7 4 5 6. Every hop between hosts
+ * joins GPUs of the same local index. 3 hosts: only the closing hop
+ * crosses. Then an all-reduce on 2 hosts of 4 GPUs and 4 NICs under one
+ * leaf per rail: nothing goes through the spine, and the four NICs that
+ * channels leave hosts through (host 0: 1 and 3; host 1: 0 and 2) carry the
+ * same bytes. */
+static void rails(void) {
+  struct anycclTopoRank ranks[12];
+  const struct anycclTopoHost* hosts[3] = {NULL, NULL, NULL};
+  for (int q = 0; q < 12; q++) ranks[q].host = q / 4, ranks[q].busId[0] = '\0';
+  struct anycclTopoRings* r = NULL;
+  CHECK(anycclTopoBuildRings(hosts, 2, ranks, 8, 2, &r) == ncclSuccess, "anycclTopoBuildRings");
+  static const int want[2][8] = {{0, 2, 3, 1, 5, 6, 7, 4}, {2, 0, 1, 3, 7, 4, 5, 6}};
+  for (int c = 0; r && c < 2; c++)
+    for (int i = 0; i < 8; i++)
+      CHECK(r->order[c * 8 + i] == want[c][i], "channel %d position %d: rank %d, want %d", c, i, r->order[c * 8 + i],
+            want[c][i]);
+  anycclTopoRingsFree(r);
+  r = NULL;
+  CHECK(anycclTopoBuildRings(hosts, 3, ranks, 12, 4, &r) == ncclSuccess, "3 hosts");
+  for (int c = 0; r && c < 4; c++) {
+    int cross = 0;
+    for (int i = 0; i < 12; i++) {
+      int x = r->order[c * 12 + i], y = r->order[c * 12 + (i + 1) % 12];
+      if (x / 4 != y / 4 && x % 4 != y % 4) cross++;
+    }
+    CHECK(cross == 1, "3 hosts, channel %d: %d hops between hosts change rails, want 1 (the closing one)", c, cross);
+  }
+  anycclTopoRingsFree(r);
+
+  const char* p = writeFile("sim_rails.fabric", "hosts 2\ngpus_per_host 4\nnics_per_host 4\nhosts_per_leaf 2\n");
+  setenv("ANYCCL_SIM_FABRIC", p, 1), setenv("NCCL_MAX_NCHANNELS", "2", 1);
+  setenv("NCCL_ALGO", "Ring", 1), setenv("NCCL_PROTO", "Simple", 1);
+  ncclComm_t c8[8];
+  int devs[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  CHECK(ncclCommInitAll(c8, 8, devs) == ncclSuccess, "init 8");
+  ncclGroupStart();
+  for (int i = 0; i < 8; i++) {
+    cudaSetDevice(i);
+    static void* buf[8];
+    if (!buf[i]) cudaMalloc(&buf[i], 64 << 20);
+    ncclAllReduce(buf[i], buf[i], 16 << 20, ncclFloat, ncclSum, c8[i], 0);
+  }
+  ncclGroupEnd();
+  for (int i = 0; i < 8; i++) cudaSetDevice(i), cudaDeviceSynchronize();
+  struct anycclSimWorld* w = c8[0]->sim;
+  const struct simFabric* f = &w->fabric;
+  int leafBase = 4 * f->nGpus + 2 * f->nNics;
+  double spine = 0, out[8];
+  for (int l = leafBase; l < f->nLinks; l++) spine += w->linkBytes[l];
+  for (int k = 0; k < 8; k++) out[k] = w->linkBytes[4 * f->nGpus + 2 * k]; /* NIC k's out link */
+  CHECK(spine == 0, "%.0f bytes crossed the spine, want 0", spine);
+  CHECK(out[1] > 0 && out[1] == out[3] && out[1] == out[4] && out[1] == out[6], "NIC out bytes %g %g %g %g", out[1],
+        out[3], out[4], out[6]);
+  CHECK(out[0] == 0 && out[2] == 0 && out[5] == 0 && out[7] == 0, "other NICs carried traffic out");
+  printf("rails: ring all-reduce of 64 MB on 2 x 4: %.0f bytes out of each of 4 NICs, 0 through the spine\n", out[1]);
+  for (int i = 0; i < 8; i++) ncclCommDestroy(c8[i]);
+  unlink(p);
+}
+
 static long rssKB(void) {
   FILE* f = fopen("/proc/self/statm", "r");
   long pages = 0, rss = 0;
@@ -329,8 +481,11 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "conservation")) conservation();
   else if (!strcmp(c, "reserve")) reserve();
   else if (!strcmp(c, "flowfile") && argc > 2) flowFile(argv[2]);
+  else if (!strcmp(c, "trace") && argc > 2) traceRun(argv[2]);
+  else if (!strcmp(c, "timeline") && argc > 2) timeline(argv[2]);
+  else if (!strcmp(c, "rails")) rails();
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|reserve|flowfile PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
