@@ -487,13 +487,12 @@ static int progressOnce(struct anycclP2pConn* c) {
  * pending requests, queued output, stalled input, or regions the peer may
  * write or read (plock held). */
 static int needsWatch(struct anycclP2pConn* c, int* left) {
+  pthread_mutex_lock(&c->lock); /* posters change these */
   *left = c->outHead != NULL;
-  for (int k = 0; k < c->nch && !*left; k++) *left = c->ch[k].qhead != NULL || c->ch[k].rstate == 2;
-  if (*left || __atomic_load_n(&c->ep->nmrs, __ATOMIC_ACQUIRE) > 0) return 1;
-  pthread_mutex_lock(&c->lock);
   int busy = c->active != NULL;
   pthread_mutex_unlock(&c->lock);
-  return busy;
+  for (int k = 0; k < c->nch && !*left; k++) *left = c->ch[k].qhead != NULL || c->ch[k].rstate == 2;
+  return *left || busy || __atomic_load_n(&c->ep->nmrs, __ATOMIC_ACQUIRE) > 0;
 }
 
 /* Hand the sockets to the progress thread: wake it only when it sleeps
