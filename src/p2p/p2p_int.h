@@ -180,6 +180,7 @@ struct anycclP2pConn {
   int noDrain;   /* close at once (the net transport drained what it wanted already) */
   int quietBye;  /* a goodbye with requests pending is normal (the net transport's receives): no WARN */
   int notifyFd;  /* written on every completion (the net transport's proxy sleeps on it); -1: none */
+  const int32_t* notifyAsleep; /* ... only while *notifyAsleep (NULL: always) */
   int64_t lastProgress;
   struct anycclP2pConn *epPrev, *epNext;
 };

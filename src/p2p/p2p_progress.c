@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "checks.h"
 #include "debug.h"
+#include "net.h"
 #include "p2p_int.h"
 
 void p2pWake(struct anycclP2pConn* c) {
@@ -70,11 +71,7 @@ void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_
   /* once done is seen the owner may free r: nothing touches r after this */
   __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&c->cv);
-  if (c->notifyFd >= 0) {
-    uint64_t one = 1;
-    ssize_t w = write(c->notifyFd, &one, sizeof(one));
-    (void)w;
-  }
+  anycclNetNotify(c->notifyFd, c->notifyAsleep);
 }
 
 /* 1 when r completed (then r may be gone). */

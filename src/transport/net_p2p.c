@@ -198,10 +198,11 @@ static ncclResult_t pCloseListen(void* listenComm) {
   return ncclSuccess;
 }
 
-static void pSetNotify(void* comm, int fd) {
+static void pSetNotify(void* comm, int fd, const int32_t* asleep) {
   struct p2pNetComm* c = comm;
   pthread_mutex_lock(&c->conn->lock);
   c->conn->notifyFd = fd;
+  c->conn->notifyAsleep = asleep;
   pthread_mutex_unlock(&c->conn->lock);
 }
 
