@@ -1,10 +1,14 @@
 /* libnccl-net-anyccl.so: anyccl's built-in socket network (a control
  * socket and NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD data sockets per
- * connection, helper threads) as an NCCL net plugin, version 8
- * (src/include/net_plugin.h). NVIDIA's NCCL loads it with
- * NCCL_NET_PLUGIN=anyccl; so does anyccl itself (the loader's own test).
- * Only ncclNetPlugin_v8 is exported (plugin/exports.map): anyccl's code
- * inside stays private to the library. Host memory only. */
+ * connection, helper threads) as an NCCL net plugin, versions 7 to 11
+ * (src/include/net_plugin.h), so that every NCCL from 2.19 on finds the
+ * table it looks for. NVIDIA's NCCL loads it with NCCL_NET_PLUGIN=anyccl;
+ * so does anyccl itself (the loader's own test). Only the
+ * ncclNetPlugin_v* tables are exported (plugin/exports.map): anyccl's code
+ * inside stays private to the library. Host memory only.
+ *
+ * Built with -DANYCCL_PLUGIN_ONLY=N it exports version N alone: the tests'
+ * one-version plugins (tests/net), loaded through the same dlopen path. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +16,9 @@
 #include "net_plugin.h"
 
 #define NET (&anycclNetSocket)
+#ifdef ANYCCL_PLUGIN_ONLY
+#pragma GCC diagnostic ignored "-Wunused-function" /* the other versions' adapters */
+#endif
 
 static ncclResult_t init(anycclPluginLogger_t log) {
   (void)log; /* anyccl logs through NCCL_DEBUG itself */
@@ -22,32 +29,73 @@ static ncclResult_t devices(int* n) { return NET->devices(n); }
 
 static char names[16][64];
 
+/* the fields every version has, filled from the socket table */
+#define FILL_PROPS(p, a, dev)                       \
+  do {                                              \
+    memset((p), 0, sizeof(*(p)));                   \
+    snprintf(names[dev], sizeof(names[dev]), "%s", (a).name); \
+    (p)->name = names[dev];                         \
+    (p)->pciPath = NULL;                            \
+    (p)->guid = (a).guid;                           \
+    (p)->ptrSupport = NCCL_PLUGIN_PTR_HOST;         \
+    (p)->speed = (a).speed;                         \
+    (p)->port = (a).port;                           \
+    (p)->latency = (float)(a).latency;              \
+    (p)->maxComms = (a).maxComms;                   \
+    (p)->maxRecvs = 1;                              \
+  } while (0)
+
+static ncclResult_t props(int dev, anycclNetProperties* a) {
+  if (dev < 0 || dev >= 16) return ncclInvalidArgument;
+  return NET->getProperties(dev, a);
+}
+
+static ncclResult_t getProperties7(int dev, anycclPluginProps_v7* p) {
+  anycclNetProperties a;
+  ncclResult_t res = props(dev, &a);
+  if (res == ncclSuccess) FILL_PROPS(p, a, dev);
+  return res;
+}
+
 static ncclResult_t getProperties(int dev, anycclPluginProps_v8* p) {
   anycclNetProperties a;
-  if (dev < 0 || dev >= 16) return ncclInvalidArgument;
-  ncclResult_t res = NET->getProperties(dev, &a);
+  ncclResult_t res = props(dev, &a);
+  if (res == ncclSuccess) FILL_PROPS(p, a, dev);
+  return res;
+}
+
+/* versions 9 to 11: one device per NIC, no size limit the FIFO slots reach */
+#define FILL_PROPS9(p, a, dev)                                   \
+  do {                                                           \
+    FILL_PROPS(p, a, dev);                                       \
+    (p)->vProps.ndevs = 1;                                       \
+    (p)->vProps.devs[0] = (dev);                                 \
+    (p)->maxP2pBytes = (p)->maxCollBytes = (size_t)1 << 31;      \
+  } while (0)
+
+static ncclResult_t getProperties9(int dev, anycclPluginProps_v9* p) {
+  anycclNetProperties a;
+  ncclResult_t res = props(dev, &a);
+  if (res == ncclSuccess) FILL_PROPS9(p, a, dev);
+  return res;
+}
+
+static ncclResult_t getProperties11(int dev, anycclPluginProps_v11* p) {
+  anycclNetProperties a;
+  ncclResult_t res = props(dev, &a);
   if (res != ncclSuccess) return res;
-  snprintf(names[dev], sizeof(names[dev]), "%s", a.name);
-  memset(p, 0, sizeof(*p));
-  p->name = names[dev];
-  p->pciPath = NULL;
-  p->guid = a.guid;
-  p->ptrSupport = NCCL_PLUGIN_PTR_HOST;
-  p->speed = a.speed;
-  p->port = a.port;
-  p->latency = (float)a.latency;
-  p->maxComms = a.maxComms;
-  p->maxRecvs = 1;
+  FILL_PROPS9(&p->base, a, dev);
+  p->maxMultiRequestSize = 1;
   return ncclSuccess;
 }
 
 static ncclResult_t listen(int dev, void* handle, void** lc) { return NET->listen(dev, handle, lc, NULL); }
 /* connect and accept complete before they return (allowed: not "not yet") */
-static ncclResult_t connect(int dev, void* handle, void** sc, void** devComm) {
+static ncclResult_t connect(int dev, void* handle, void** sc, anycclPluginDev** devComm) {
   (void)devComm;
   return NET->connect(dev, handle, sc, NULL);
 }
-static ncclResult_t accept(void* lc, void** rc, void** devComm) {
+static ncclResult_t accept(void* lc, void** rc, anycclPluginDev** devComm) {
   (void)devComm;
   return NET->accept(lc, rc);
 }
@@ -80,6 +128,89 @@ static ncclResult_t closeSend(void* c) { return NET->closeSend(c); }
 static ncclResult_t closeRecv(void* c) { return NET->closeRecv(c); }
 static ncclResult_t closeListen(void* c) { return NET->closeListen(c); }
 
-__attribute__((visibility("default"))) const anycclPluginNet_v8 ncclNetPlugin_v8 = {
+
+/* ---- the shapes of versions 7, 9, 10, 11 over the same functions ---- */
+static ncclResult_t regMr7(void* c, void* d, int s, int t, void** mh) { return regMr(c, d, s < 0 ? 0 : (size_t)s, t, mh); }
+static ncclResult_t isend9(void* c, void* d, size_t size, int tag, void* mh, void** req) {
+  return NET->isend(c, d, size, tag, mh, req);
+}
+static ncclResult_t isend10(void* c, void* d, size_t size, int tag, void* mh, void* ph, void** req) {
+  (void)ph;
+  return isend9(c, d, size, tag, mh, req);
+}
+static ncclResult_t irecv9(void* c, int n, void** d, size_t* sizes, int* tags, void** mh, void** req) {
+  if (n != 1) return ncclInternalError; /* maxRecvs is 1 */
+  return NET->irecv(c, 1, d, sizes, tags, mh, req);
+}
+static ncclResult_t irecv10(void* c, int n, void** d, size_t* sizes, int* tags, void** mh, void** ph, void** req) {
+  (void)ph;
+  return irecv9(c, n, d, sizes, tags, mh, req);
+}
+static ncclResult_t makeVDevice(int* d, anycclPluginVProps* p) {
+  (void)d, (void)p;
+  return ncclInvalidUsage; /* no virtual NICs: one device per interface */
+}
+static ncclResult_t init10(anycclPluginLogger_t log, anycclPluginProfCb_t prof) {
+  (void)prof;
+  return init(log);
+}
+static int ctxToken; /* v11 contexts: the socket table is process-wide, every context is this one */
+static ncclResult_t init11(void** ctx, uint64_t commId, anycclPluginCommConfig* cfg, anycclPluginLogger_t log,
+                           anycclPluginProfCb_t prof) {
+  (void)commId, (void)cfg, (void)prof;
+  *ctx = &ctxToken;
+  return init(log);
+}
+static ncclResult_t listen11(void* ctx, int dev, void* handle, void** lc) {
+  (void)ctx;
+  return listen(dev, handle, lc);
+}
+static ncclResult_t connect10(int dev, anycclPluginCommConfig* cfg, void* handle, void** sc, anycclPluginDev** dc) {
+  (void)cfg;
+  return connect(dev, handle, sc, dc);
+}
+static ncclResult_t connect11(void* ctx, int dev, void* handle, void** sc, anycclPluginDev** dc) {
+  (void)ctx;
+  return connect(dev, handle, sc, dc);
+}
+static ncclResult_t finalize11(void* ctx) {
+  (void)ctx;
+  return ncclSuccess;
+}
+static ncclResult_t setNetAttr11(void* ctx, anycclPluginNetAttr_v11* attr) {
+  (void)ctx, (void)attr;
+  return ncclSuccess; /* hints only */
+}
+
+#define EXPORT __attribute__((visibility("default")))
+#ifndef ANYCCL_PLUGIN_ONLY
+#define ANYCCL_PLUGIN_ONLY 0 /* every version */
+#endif
+#define ONLY(v) (ANYCCL_PLUGIN_ONLY == 0 || ANYCCL_PLUGIN_ONLY == (v))
+
+#if ONLY(7)
+EXPORT const anycclPluginNet_v7 ncclNetPlugin_v7 = {
+    "AnycclSocket", init,   devices, getProperties7, listen,    connect,   accept,      regMr7, regMrDmaBuf, deregMr,
+    isend,          irecv,  iflush,  test,           closeSend, closeRecv, closeListen, NULL,   NULL};
+#endif
+#if ONLY(8)
+EXPORT const anycclPluginNet_v8 ncclNetPlugin_v8 = {
     "AnycclSocket", init,   devices, getProperties, listen,    connect,   accept,      regMr, regMrDmaBuf, deregMr,
     isend,          irecv,  iflush,  test,          closeSend, closeRecv, closeListen, NULL,  NULL};
+#endif
+#if ONLY(9)
+EXPORT const anycclPluginNet_v9 ncclNetPlugin_v9 = {
+    "AnycclSocket", init,   devices, getProperties9, listen,    connect,   accept,      regMr, regMrDmaBuf, deregMr,
+    isend9,         irecv9, iflush,  test,           closeSend, closeRecv, closeListen, NULL,  NULL,        makeVDevice};
+#endif
+#if ONLY(10)
+EXPORT const anycclPluginNet_v10 ncclNetPlugin_v10 = {
+    "AnycclSocket", init10,  devices, getProperties9, listen,    connect10, accept,      regMr, regMrDmaBuf, deregMr,
+    isend10,        irecv10, iflush,  test,           closeSend, closeRecv, closeListen, NULL,  NULL,        makeVDevice};
+#endif
+#if ONLY(11)
+EXPORT const anycclPluginNet_v11 ncclNetPlugin_v11 = {
+    "AnycclSocket", init11,  devices, getProperties11, listen11,  connect11, accept,      regMr,      regMrDmaBuf,
+    deregMr,        isend10, irecv10, iflush,          test,      closeSend, closeRecv,   closeListen, NULL,
+    NULL,           makeVDevice, finalize11, setNetAttr11};
+#endif

@@ -5,14 +5,15 @@
  *   anyccl-p2p-bench client HOST [options]      connects to the server on HOST
  *
  * The server's handle travels over a plain TCP socket (--port). For each
- * size: a ping-pong of the size (latency: half the round trip), then the
+ * size: a ping-pong of the size (latency: half the round trip; --iters round
+ * trips up to 64 KB, at most 50 above), then the
  * client streams --iters messages and the server acknowledges the last one
  * (GB/s = size x iters / time, 1e9 bytes/s). --tcp runs the same over the
  * plain TCP socket alone (one connection, no engine): the reference.
  *
  * Options: --channels N --chunk BYTES --window N --ifaces a,b --device D
  *          --size BYTES (one size) | --min BYTES --max BYTES (x4 steps)
- *          --iters N --port P --tcp --check */
+ *          --iters N --lat-iters N (round trips for the latency; 0: none) --port P --tcp --check */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -107,14 +108,20 @@ static int oob(int server, const char* host, int port) {
 }
 
 struct opts {
-  int server, channels, window, device, iters, port, tcp, check;
+  int server, channels, window, device, iters, port, tcp, check, latIters;
   size_t chunk, min, max;
   const char *ifaces, *host;
 };
 
 /* One size over the engine: returns GB/s and latency (us). */
+/* round trips timed for the latency: all --iters for small sizes, at most 50 for large ones */
+static int latIters(const struct opts* o, size_t size) {
+  if (o->latIters >= 0) return o->latIters;
+  return size <= 65536 || o->iters < 50 ? o->iters : 50;
+}
+
 static void runP2p(const struct opts* o, anycclP2pConn_t c, char* buf, size_t size, double* gbs, double* lat) {
-  int lat_iters = o->iters < 50 ? o->iters : 50;
+  int lat_iters = latIters(o, size);
   char ack = 0;
   CK(anycclP2pSend(c, &ack, 1, 9)); /* both sides ready */
   CK(anycclP2pRecv(c, &ack, 1, 9, NULL));
@@ -128,7 +135,7 @@ static void runP2p(const struct opts* o, anycclP2pConn_t c, char* buf, size_t si
       CK(anycclP2pRecv(c, buf, size, 1, NULL));
     }
   }
-  *lat = (now() - t0) / (2.0 * lat_iters) * 1e6;
+  *lat = lat_iters ? (now() - t0) / (2.0 * lat_iters) * 1e6 : 0;
   anycclP2pRequest_t* reqs = calloc((size_t)o->iters, sizeof(*reqs));
   t0 = now();
   for (int i = 0; i < o->iters; i++) {
@@ -143,7 +150,7 @@ static void runP2p(const struct opts* o, anycclP2pConn_t c, char* buf, size_t si
 }
 
 static void runTcp(const struct opts* o, int fd, char* buf, size_t size, double* gbs, double* lat) {
-  int lat_iters = o->iters < 50 ? o->iters : 50;
+  int lat_iters = latIters(o, size);
   char ack = 0;
   if (fullIo(fd, &ack, 1, 1) || fullIo(fd, &ack, 1, 0)) exit(3);
   double t0 = now();
@@ -151,7 +158,7 @@ static void runTcp(const struct opts* o, int fd, char* buf, size_t size, double*
     int first = !o->server;
     if (fullIo(fd, buf, size, first) || fullIo(fd, buf, size, !first)) exit(3);
   }
-  *lat = (now() - t0) / (2.0 * lat_iters) * 1e6;
+  *lat = lat_iters ? (now() - t0) / (2.0 * lat_iters) * 1e6 : 0;
   t0 = now();
   for (int i = 0; i < o->iters; i++)
     if (fullIo(fd, buf, size, !o->server)) exit(3);
@@ -161,7 +168,7 @@ static void runTcp(const struct opts* o, int fd, char* buf, size_t size, double*
 
 static void usage(void) {
   fprintf(stderr, "usage: anyccl-p2p-bench server|client HOST [--channels N] [--chunk B] [--window N] [--ifaces a,b]\n"
-                  "       [--device D] [--size B | --min B --max B] [--iters N] [--port P] [--tcp] [--check]\n");
+                  "       [--device D] [--size B | --min B --max B] [--iters N] [--lat-iters N] [--port P] [--tcp] [--check]\n");
   exit(1);
 }
 
@@ -169,6 +176,7 @@ int main(int argc, char** argv) {
   struct opts o = {0};
   o.device = -1;
   o.iters = 20;
+  o.latIters = -1;
   o.port = 18515;
   o.min = 4096;
   o.max = 64 << 20;
@@ -192,6 +200,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(k, "--min")) o.min = parseSize(v), a++;
     else if (!strcmp(k, "--max")) o.max = parseSize(v), a++;
     else if (!strcmp(k, "--iters")) o.iters = atoi(v), a++;
+    else if (!strcmp(k, "--lat-iters")) o.latIters = atoi(v), a++;
     else if (!strcmp(k, "--port")) o.port = atoi(v), a++;
     else usage();
   }

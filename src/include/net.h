@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <poll.h>
+#include <unistd.h>
 #include "nccl.h"
 
 #define ANYCCL_NET_HANDLE_MAXSIZE 128
@@ -48,8 +49,9 @@ typedef struct {
   ncclResult_t (*closeListen)(void* listenComm);
   /* anyccl extension, may be NULL (then the proxy polls test() while
    * busy): an eventfd to write to when a request completes, so that the
-   * proxy can sleep instead of polling. */
-  void (*setNotify)(void* comm, int eventFd);
+   * proxy can sleep instead of polling; only while *asleep is nonzero (the
+   * proxy sleeps on it) when asleep is not NULL (anycclNetNotify). */
+  void (*setNotify)(void* comm, int eventFd, const int32_t* asleep);
   /* anyccl extension: test() that also gives a completed receive's tag (the
    * one its sender passed to isend; the proxy carries operation tags in it).
    * NULL: tags are not carried (receives get tag 0: sizes checked only). */
@@ -59,6 +61,21 @@ typedef struct {
    * before it sleeps; returns how many of max it filled. */
   int (*pollFds)(void* comm, struct pollfd* fds, int max);
 } anycclNet_t;
+
+/* Wake the reader of eventfd fd (a completion, a posted slot): only while
+ * it sleeps on it (*asleep), when asleep is given. The reader raises
+ * *asleep, then looks for work once more, then sleeps: with the fences one
+ * of the two sides always sees the other. */
+static inline void anycclNetNotify(int fd, const int32_t* asleep) {
+  if (fd < 0) return;
+  if (asleep) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(asleep, __ATOMIC_RELAXED)) return;
+  }
+  uint64_t one = 1;
+  ssize_t r = write(fd, &one, sizeof(one));
+  (void)r;
+}
 
 extern const anycclNet_t anycclNetSocket;
 extern const anycclNet_t anycclNetP2p; /* over the P2P engine (net_p2p.c) */

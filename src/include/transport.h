@@ -24,7 +24,8 @@ struct anycclBell {
   uint32_t bell;
   uint32_t sleepers;
   int32_t eventFd1; /* eventfd + 1 to write on ring (proxy bells only), 0 = none */
-  char pad[ANYCCL_CACHELINE - 12];
+  int32_t fdAsleep; /* proxy bells: the proxy sleeps on the eventfd (write it only then) */
+  char pad[ANYCCL_CACHELINE - 16];
 };
 
 /* A slot's size word: the bytes in the slot (low 32 bits) and a tag (high

@@ -39,8 +39,8 @@ ncclResult_t portNetConnect(struct anycclProxyService* s, int peer) {
     return r;
   }
   if (s->net->setNotify) {
-    s->net->setNotify(c->sendComm, s->efd);
-    s->net->setNotify(c->recvComm, s->efd);
+    s->net->setNotify(c->sendComm, s->efd, NULL);
+    s->net->setNotify(c->recvComm, s->efd, NULL);
   }
   return ncclSuccess;
 }

@@ -203,6 +203,9 @@ P2P_API ncclResult_t anycclP2pRegMr(anycclP2pEndpoint_t ep, void* ptr, size_t si
   m->key = ep->nextKey++;
   m->next = ep->mrs;
   ep->mrs = m;
+  __atomic_add_fetch(&ep->nmrs, 1, __ATOMIC_ACQ_REL);
+  /* the connections' progress threads serve the peer's writes and reads from now on */
+  for (struct anycclP2pConn* c = ep->conns; c; c = c->epNext) p2pWatch(c);
   pthread_mutex_unlock(&ep->lock);
   *out = m;
   return ncclSuccess;
@@ -267,6 +270,12 @@ static struct anycclP2pConn* connNew(struct anycclP2pEndpoint* ep, int nch, size
   for (int k = 0; k < nch; k++) {
     ncclSocketInit(&c->ch[k].sock, NULL, NULL);
     c->ch[k].readable = 1;
+    if ((c->ch[k].sbuf = malloc(P2P_STAGE_BYTES)) == NULL) {
+      while (k-- > 0) free(c->ch[k].sbuf);
+      free(c->ch);
+      free(c);
+      return NULL;
+    }
   }
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->cv, NULL);
@@ -311,7 +320,14 @@ P2P_API ncclResult_t anycclP2pListen(anycclP2pEndpoint_t ep, anycclP2pHandle_t* 
   return ncclSuccess;
 }
 
+static int aborted(volatile uint32_t* abortFlag) { return abortFlag && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE); }
+
 P2P_API ncclResult_t anycclP2pConnect(anycclP2pEndpoint_t ep, const anycclP2pHandle_t* handle, anycclP2pConn_t* out) {
+  return p2pConnectEx(ep, handle, out, ep ? ep->timeoutMs : -1, NULL, "ANYCCL_OP_TIMEOUT / config.timeoutSec");
+}
+
+ncclResult_t p2pConnectEx(anycclP2pEndpoint_t ep, const anycclP2pHandle_t* handle, anycclP2pConn_t* out,
+                          int64_t timeoutMs, volatile uint32_t* abortFlag, const char* timeoutName) {
   const char* fn = "anycclP2pConnect";
   ARGCHECK(ep != NULL && handle != NULL && out != NULL, fn, "ep, handle or conn is NULL");
   *out = NULL;
@@ -322,15 +338,19 @@ P2P_API ncclResult_t anycclP2pConnect(anycclP2pEndpoint_t ep, const anycclP2pHan
   struct anycclP2pConn* c = connNew(ep, ep->channels, ep->chunk, ep->window);
   if (c == NULL) return ncclSystemError;
   uint64_t connId = randomU64();
-  int64_t deadline = ncclSocketDeadlineMs(ep->timeoutMs);
+  int64_t deadline = ncclSocketDeadlineMs(timeoutMs);
   ncclResult_t res = ncclSuccess;
+  char hint[160];
+  snprintf(hint, sizeof(hint), "check that the peer listens, ANYCCL_P2P_IFNAME / NCCL_SOCKET_IFNAME and %s", timeoutName);
   for (int k = 0; k < c->nch && res == ncclSuccess; k++) {
     c->ch[k].ifIndex = k % ep->nifs;
-    res = ncclSocketConnect(&c->ch[k].sock, &h.addrs[k % h.naddrs], deadline, "P2P peer",
-                            "check that the peer listens and ANYCCL_P2P_IFNAME / NCCL_SOCKET_IFNAME");
+    c->ch[k].sock.abortFlag = abortFlag; /* while connecting only: the channels never block afterwards */
+    res = ncclSocketConnect(&c->ch[k].sock, &h.addrs[k % h.naddrs], deadline, "P2P peer", hint);
     struct p2pHello hi = {P2P_HANDLE_MAGIC, h.cookie, connId, k, c->nch, c->chunk, c->window, 0};
     if (res == ncclSuccess) res = ncclSocketSend(&c->ch[k].sock, &hi, sizeof(hi), deadline);
+    c->ch[k].sock.abortFlag = NULL;
   }
+  if (res != ncclSuccess && aborted(abortFlag)) INFO(NCCL_NET, "P2P: connect aborted (the abort flag is set)");
   if (res == ncclSuccess) res = connStart(ep, c, "connect");
   if (res != ncclSuccess) {
     connFree(c);
@@ -394,18 +414,26 @@ static struct anycclP2pConn* acceptOne(struct anycclP2pEndpoint* ep, struct nccl
 }
 
 P2P_API ncclResult_t anycclP2pAccept(anycclP2pEndpoint_t ep, anycclP2pConn_t* out) {
+  return p2pAcceptEx(ep, out, ep ? ep->timeoutMs : -1, NULL, "ANYCCL_OP_TIMEOUT / config.timeoutSec");
+}
+
+ncclResult_t p2pAcceptEx(anycclP2pEndpoint_t ep, anycclP2pConn_t* out, int64_t timeoutMs,
+                         volatile uint32_t* abortFlag, const char* timeoutName) {
   const char* fn = "anycclP2pAccept";
   ARGCHECK(ep != NULL && out != NULL, fn, "ep or conn is NULL");
   ARGCHECK(ep->listening, fn, "the endpoint does not listen; call anycclP2pListen first");
   *out = NULL;
-  int64_t deadline = ncclSocketDeadlineMs(ep->timeoutMs);
+  int64_t deadline = ncclSocketDeadlineMs(timeoutMs);
   for (;;) {
     struct pollfd pfd[P2P_MAX_IFS];
     for (int i = 0; i < ep->nifs; i++) pfd[i] = (struct pollfd){ep->lsock[i].fd, POLLIN, 0};
+    if (aborted(abortFlag)) {
+      INFO(NCCL_NET, "P2P: accept aborted (the abort flag is set)");
+      return ncclInternalError;
+    }
     int64_t left = ncclSocketRemainingMs(deadline);
     if (left == 0) {
-      WARN("anycclP2pAccept: no peer connected within %lld s (ANYCCL_OP_TIMEOUT / config.timeoutSec)",
-           (long long)(ep->timeoutMs / 1000));
+      WARN("anycclP2pAccept: no peer connected within %lld s (%s)", (long long)(timeoutMs / 1000), timeoutName);
       return ncclSystemError;
     }
     int n = poll(pfd, (nfds_t)ep->nifs, left > NCCL_SOCKET_POLL_MS ? NCCL_SOCKET_POLL_MS : (int)left);
@@ -436,7 +464,10 @@ P2P_API ncclResult_t anycclP2pAccept(anycclP2pEndpoint_t ep, anycclP2pConn_t* ou
 static void connFree(struct anycclP2pConn* c) {
   p2pConnStop(c);
   p2pConnDrop(c);
-  for (int k = 0; k < c->nch; k++) ncclSocketClose(&c->ch[k].sock);
+  for (int k = 0; k < c->nch; k++) {
+    ncclSocketClose(&c->ch[k].sock);
+    free(c->ch[k].sbuf);
+  }
   while (c->active) {
     struct anycclP2pReq* r = c->active;
     p2pReqUnlink(c, r);

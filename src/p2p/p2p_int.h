@@ -28,6 +28,7 @@
 #define P2P_MAGIC 0x61703270u /* "p2pa" */
 #define P2P_HANDLE_MAGIC 0x616e79703270683aULL
 #define P2P_MAX_IFS 4
+#define P2P_STAGE_BYTES 16384 /* per channel: a header and a small payload in one recv */
 #define P2P_API __attribute__((visibility("default")))
 /* bad input: one WARN naming the function and what to do */
 #define ARGCHECK(cond, fn, fmt, ...)            \
@@ -133,6 +134,11 @@ struct p2pChannel {
   int bye;
   int closed;   /* EOF after the peer's goodbye */
   int readable; /* worth a recv: poll said so, or no EAGAIN since */
+  /* received bytes not consumed yet: a header is read together with what
+   * follows it (a small message's payload, the next header), so a small
+   * message costs one recv; large payloads bypass it */
+  size_t sbeg, send;
+  char* sbuf; /* P2P_STAGE_BYTES */
 };
 
 struct p2pTagSeq {
@@ -153,6 +159,7 @@ struct anycclP2pConn {
   pthread_mutex_t plock; /* the channels' I/O state: one thread moves bytes at a time */
   int plockInit;
   int spinners;          /* callers spinning in wait (they move the bytes) */
+  int watch;             /* 1: the progress thread watches the sockets; 0: nothing pending, it sleeps on the wake fd */
   int nclosed;
   pthread_t thread;
   int threadStarted, stop, wakeFd;
@@ -173,8 +180,8 @@ struct anycclP2pConn {
   int noDrain;   /* close at once (the net transport drained what it wanted already) */
   int quietBye;  /* a goodbye with requests pending is normal (the net transport's receives): no WARN */
   int notifyFd;  /* written on every completion (the net transport's proxy sleeps on it); -1: none */
+  const int32_t* notifyAsleep; /* ... only while *notifyAsleep (NULL: always) */
   int64_t lastProgress;
-  char discard[65536];
   struct anycclP2pConn *epPrev, *epNext;
 };
 
@@ -210,6 +217,8 @@ struct anycclP2pEndpoint {
   pthread_mutex_t lock;
   struct anycclP2pConn* conns;
   struct anycclP2pMr* mrs;
+  int nmrs; /* regions ever registered (atomic): once any, the progress thread always serves the peer's writes
+              * and reads, and refuses those for regions deregistered since */
   uint64_t nextKey;
 };
 
@@ -229,7 +238,12 @@ ncclResult_t p2pConnStart(struct anycclP2pConn* c);
 void p2pConnStop(struct anycclP2pConn* c); /* joins the thread */
 void p2pConnDrop(struct anycclP2pConn* c); /* frees queued items, the wake fd */
 void p2pWake(struct anycclP2pConn* c);
-void p2pKick(struct anycclP2pConn* c); /* progress now in the caller's thread, or wake */
+/* Progress now in the caller's thread, or wake the progress thread.
+ * willDrive: the caller waits (p2pDrive) right after, so what is pending
+ * needs no hand-off to the progress thread. */
+void p2pKick(struct anycclP2pConn* c, int willDrive);
+/* The progress thread watches c's sockets from now on (a region was registered). */
+void p2pWatch(struct anycclP2pConn* c);
 /* Wait for r moving the bytes in this thread (blocking in poll on the
  * channels, as a plain socket read would): 1 when r is done or the
  * connection stops; 0 at once when another thread holds the channels. */
@@ -241,6 +255,13 @@ void p2pReqUnlink(struct anycclP2pConn* c, struct anycclP2pReq* r);
 void p2pOutPush(struct anycclP2pConn* c, struct anycclP2pReq* r);
 void p2pRecvTakeUnexpected(struct anycclP2pConn* c, struct anycclP2pReq* r);
 void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_t err);
+/* p2p.c: connection setup with an explicit bound (timeoutMs, < 0: none;
+ * timeoutName names the parameter in the WARN) and an abort flag (may be
+ * NULL; set: ncclInternalError within NCCL_SOCKET_POLL_MS). */
+ncclResult_t p2pConnectEx(anycclP2pEndpoint_t ep, const anycclP2pHandle_t* handle, anycclP2pConn_t* out,
+                          int64_t timeoutMs, volatile uint32_t* abortFlag, const char* timeoutName);
+ncclResult_t p2pAcceptEx(anycclP2pEndpoint_t ep, anycclP2pConn_t* out, int64_t timeoutMs,
+                         volatile uint32_t* abortFlag, const char* timeoutName);
 /* p2p.c: region lookup (ep lock taken inside) */
 char* p2pMrLookup(struct anycclP2pEndpoint* ep, uint64_t key, uint64_t off, uint64_t len);
 

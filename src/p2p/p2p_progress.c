@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "checks.h"
 #include "debug.h"
+#include "net.h"
 #include "p2p_int.h"
 
 void p2pWake(struct anycclP2pConn* c) {
@@ -76,11 +77,7 @@ void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_
   /* once done is seen the owner may free r: nothing touches r after this */
   __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&c->cv);
-  if (c->notifyFd >= 0) {
-    uint64_t one = 1;
-    ssize_t w = write(c->notifyFd, &one, sizeof(one));
-    (void)w;
-  }
+  anycclNetNotify(c->notifyFd, c->notifyAsleep);
 }
 
 /* 1 when r completed (then r may be gone). */
@@ -384,17 +381,36 @@ static int recvChannel(struct anycclP2pConn* c, int k) {
       progressed = 1;
       continue;
     }
-    void* dst;
+    char* dst;
     size_t want;
     if (ch->rstate == 0) {
       dst = (char*)&ch->rhdr + ch->rhdrGot;
       want = sizeof(ch->rhdr) - ch->rhdrGot;
     } else {
       want = ch->rlen - ch->rgot;
-      dst = ch->rdst ? ch->rdst + ch->rgot : c->discard;
-      if (!ch->rdst && want > sizeof(c->discard)) want = sizeof(c->discard);
+      dst = ch->rdst ? ch->rdst + ch->rgot : NULL;
     }
-    ssize_t n = recv(ch->sock.fd, dst, want, MSG_DONTWAIT);
+    ssize_t n;
+    if (ch->sbeg < ch->send) { /* bytes received earlier come first */
+      n = (ssize_t)(ch->send - ch->sbeg < want ? ch->send - ch->sbeg : want);
+      if (dst) memcpy(dst, ch->sbuf + ch->sbeg, (size_t)n);
+      ch->sbeg += (size_t)n;
+    } else if (!ch->readable) {
+      return progressed; /* a short read emptied the socket: poll says when more comes */
+    } else if (ch->rstate == 0 || want < P2P_STAGE_BYTES || dst == NULL) {
+      /* a header (with what follows it), a small payload, or bytes to drop */
+      n = recv(ch->sock.fd, ch->sbuf, P2P_STAGE_BYTES, MSG_DONTWAIT);
+      ch->sbeg = ch->send = 0;
+      if (n > 0) {
+        ch->send = (size_t)n;
+        /* fewer bytes than asked: the socket is empty now, no recv to hear EAGAIN */
+        if (n < P2P_STAGE_BYTES) ch->readable = 0;
+        continue;
+      }
+    } else { /* the rest of a large payload: straight into the buffer */
+      n = recv(ch->sock.fd, dst, want, MSG_DONTWAIT);
+      if (n > 0 && (size_t)n < want) ch->readable = 0;
+    }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ch->readable = 0; /* until poll says otherwise */
     if (n == 0) {
       if (ch->bye) return -2; /* closed after its goodbye */
@@ -451,7 +467,7 @@ static int progressOnce(struct anycclP2pConn* c) {
     int s = sendChannel(c, k);
     if (s < 0) return 1;
     progressed |= s > 0;
-    if (c->ch[k].closed || !c->ch[k].readable) continue;
+    if (c->ch[k].closed || (!c->ch[k].readable && c->ch[k].sbeg == c->ch[k].send)) continue;
     int r = recvChannel(c, k);
     if (r == -2) {
       c->ch[k].closed = 1;
@@ -465,19 +481,38 @@ static int progressOnce(struct anycclP2pConn* c) {
   return progressed;
 }
 
+/* Something for the progress thread to watch while no caller drives:
+ * pending requests, queued output, stalled input, or regions the peer may
+ * write or read (plock held). */
+static int needsWatch(struct anycclP2pConn* c, int* left) {
+  pthread_mutex_lock(&c->lock); /* posters change these */
+  *left = c->outHead != NULL;
+  int busy = c->active != NULL;
+  pthread_mutex_unlock(&c->lock);
+  for (int k = 0; k < c->nch && !*left; k++) *left = c->ch[k].qhead != NULL || c->ch[k].rstate == 2;
+  return *left || busy || __atomic_load_n(&c->ep->nmrs, __ATOMIC_ACQUIRE) > 0;
+}
+
+/* Hand the sockets to the progress thread: wake it only when it sleeps
+ * (watch was 0) or must write what the caller left queued. */
+static void handOff(struct anycclP2pConn* c, int left) {
+  if (!__atomic_exchange_n(&c->watch, 1, __ATOMIC_ACQ_REL) || left) p2pWake(c);
+}
+
+void p2pWatch(struct anycclP2pConn* c) { handOff(c, 0); }
+
 /* The caller's thread moves bytes itself when nobody else is (no hand-off
  * to the progress thread on the latency path); otherwise, or when work is
  * left, it wakes the progress thread. */
-void p2pKick(struct anycclP2pConn* c) {
+void p2pKick(struct anycclP2pConn* c, int willDrive) {
   if (pthread_mutex_trylock(&c->plock) != 0) {
     p2pWake(c);
     return;
   }
   progressOnce(c);
-  int left = c->outHead != NULL;
-  for (int k = 0; k < c->nch && !left; k++) left = c->ch[k].qhead != NULL || c->ch[k].rstate == 2;
+  int left = 0, watch = needsWatch(c, &left);
   pthread_mutex_unlock(&c->plock);
-  if (left) p2pWake(c);
+  if (left || (watch && !willDrive)) handOff(c, left);
 }
 
 /* The poll set (plock held): the wake fd, then every channel with
@@ -546,9 +581,11 @@ int p2pDrive(struct anycclP2pConn* c, struct anycclP2pReq* r) {
     int n = pollSet(c, pfd, 1);
     if (pollWait(c, pfd, n, NCCL_SOCKET_POLL_MS)) markReadable(c, pfd, n);
   }
+  int left = 0, watch = needsWatch(c, &left);
   __atomic_fetch_sub(&c->spinners, 1, __ATOMIC_ACQ_REL);
   pthread_mutex_unlock(&c->plock);
-  /* the progress thread takes the sockets back within a millisecond */
+  /* the progress thread takes the sockets back (within a millisecond when it watches already) */
+  if (watch) handOff(c, left);
   return 1;
 }
 
@@ -559,9 +596,11 @@ static void* progressMain(void* arg) {
   while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
     /* a caller waiting in p2pDrive moves the bytes: keep out of its way
      * (the wake fd alone, a millisecond at a time) */
-    if (__atomic_load_n(&c->spinners, __ATOMIC_ACQUIRE) > 0) {
+    int spin = __atomic_load_n(&c->spinners, __ATOMIC_ACQUIRE) > 0;
+    if (spin || !__atomic_load_n(&c->watch, __ATOMIC_ACQUIRE)) {
+      /* nothing to watch: sleep until a caller hands something over */
       pfd[0] = (struct pollfd){c->wakeFd, POLLIN, 0};
-      pollWait(c, pfd, 1, 1);
+      pollWait(c, pfd, 1, spin ? 1 : NCCL_SOCKET_POLL_MS);
       ready = 0;
       continue;
     }
@@ -570,6 +609,9 @@ static void* progressMain(void* arg) {
     int progressed = progressOnce(c);
     checkHealth(c);
     n = pollSet(c, pfd, 1);
+    int left = 0;
+    /* idle (no request, region or queued byte): stop watching; the next post hands over */
+    if (!progressed && !needsWatch(c, &left)) __atomic_store_n(&c->watch, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&c->plock);
     /* the poll runs without the channels' lock: a caller may take them */
     ready = progressed ? 0 : pollWait(c, pfd, n, NCCL_SOCKET_POLL_MS);
@@ -584,6 +626,7 @@ ncclResult_t p2pConnStart(struct anycclP2pConn* c) {
     return ncclSystemError;
   }
   c->lastProgress = ncclSocketClockMs();
+  c->watch = 1;
   pthread_mutex_init(&c->plock, NULL);
   c->plockInit = 1;
   if (pthread_create(&c->thread, NULL, progressMain, c) != 0) {

@@ -11,7 +11,9 @@
 /* A new request on c (lock held); NULL with *res set when c has failed. */
 static struct anycclP2pReq* reqNew(struct anycclP2pConn* c, int kind, const char* fn, ncclResult_t* res) {
   *res = c->error;
-  if (c->error != ncclSuccess) {
+  /* after the peer's goodbye, a receive may still match what arrived before it */
+  int late = kind == REQ_RECV && c->unexp != NULL && __atomic_load_n(&c->peerBye, __ATOMIC_ACQUIRE);
+  if (c->error != ncclSuccess && !late) {
     INFO(NCCL_NET, "%s: the connection failed earlier (%s)", fn, ncclGetErrorString(c->error));
     return NULL;
   }
@@ -24,11 +26,12 @@ static struct anycclP2pReq* reqNew(struct anycclP2pConn* c, int kind, const char
   r->kind = kind;
   r->total = SIZE_MAX;
   p2pReqLink(c, r);
+  *res = ncclSuccess;
   return r;
 }
 
 static ncclResult_t post(struct anycclP2pConn* c, int kind, char* buf, size_t size, int tag, const anycclP2pMrDesc_t* rm,
-                         size_t offset, uint64_t notify, anycclP2pRequest_t* out, const char* fn) {
+                         size_t offset, uint64_t notify, anycclP2pRequest_t* out, const char* fn, int willDrive) {
   ncclResult_t res;
   pthread_mutex_lock(&c->lock);
   struct anycclP2pReq* r = reqNew(c, kind, fn, &res);
@@ -52,12 +55,17 @@ static ncclResult_t post(struct anycclP2pConn* c, int kind, char* buf, size_t si
       r->notify = notify;
     }
     if (kind == REQ_READ) r->total = size;
-    if (kind == REQ_RECV) p2pRecvTakeUnexpected(c, r);
-    else p2pOutPush(c, r);
+    if (kind == REQ_RECV) {
+      p2pRecvTakeUnexpected(c, r);
+      /* the peer is gone: what arrived before its goodbye is all there is */
+      if (c->error != ncclSuccess && !r->done) p2pReqComplete(c, r, c->error);
+    } else {
+      p2pOutPush(c, r);
+    }
   }
   pthread_mutex_unlock(&c->lock);
   *out = r;
-  if (r) p2pKick(c);
+  if (r) p2pKick(c, willDrive);
   return res;
 }
 
@@ -66,7 +74,7 @@ P2P_API ncclResult_t anycclP2pIsend(anycclP2pConn_t c, const void* buf, size_t s
   ARGCHECK(c != NULL && req != NULL, fn, "conn or req is NULL");
   *req = NULL;
   ARGCHECK(buf != NULL || size == 0, fn, "buf is NULL for %zu bytes; pass the data", size);
-  return post(c, REQ_SEND, (char*)buf, size, tag, NULL, 0, 0, req, fn);
+  return post(c, REQ_SEND, (char*)buf, size, tag, NULL, 0, 0, req, fn, 0);
 }
 
 P2P_API ncclResult_t anycclP2pIrecv(anycclP2pConn_t c, void* buf, size_t size, int tag, anycclP2pRequest_t* req) {
@@ -74,7 +82,7 @@ P2P_API ncclResult_t anycclP2pIrecv(anycclP2pConn_t c, void* buf, size_t size, i
   ARGCHECK(c != NULL && req != NULL, fn, "conn or req is NULL");
   *req = NULL;
   ARGCHECK(buf != NULL || size == 0, fn, "buf is NULL for %zu bytes of room; pass a buffer", size);
-  return post(c, REQ_RECV, buf, size, tag, NULL, 0, 0, req, fn);
+  return post(c, REQ_RECV, buf, size, tag, NULL, 0, 0, req, fn, 0);
 }
 
 static ncclResult_t checkRemote(const char* fn, const anycclP2pMrDesc_t* rm, size_t offset, size_t size) {
@@ -92,7 +100,7 @@ P2P_API ncclResult_t anycclP2pIwrite(anycclP2pConn_t c, const void* src, size_t 
   *req = NULL;
   ARGCHECK(src != NULL || size == 0, fn, "src is NULL for %zu bytes", size);
   NCCLCHECK(checkRemote(fn, rm, offset, size));
-  return post(c, REQ_WRITE, (char*)src, size, 0, rm, offset, notify, req, fn);
+  return post(c, REQ_WRITE, (char*)src, size, 0, rm, offset, notify, req, fn, 0);
 }
 
 P2P_API ncclResult_t anycclP2pIread(anycclP2pConn_t c, void* dst, size_t size, const anycclP2pMrDesc_t* rm,
@@ -102,7 +110,7 @@ P2P_API ncclResult_t anycclP2pIread(anycclP2pConn_t c, void* dst, size_t size, c
   *req = NULL;
   ARGCHECK(dst != NULL || size == 0, fn, "dst is NULL for %zu bytes", size);
   NCCLCHECK(checkRemote(fn, rm, offset, size));
-  return post(c, REQ_READ, dst, size, 0, rm, offset, 0, req, fn);
+  return post(c, REQ_READ, dst, size, 0, rm, offset, 0, req, fn, 0);
 }
 
 static ncclResult_t finish(struct anycclP2pReq* r, size_t* bytes) {
@@ -123,7 +131,7 @@ static ncclResult_t finish(struct anycclP2pReq* r, size_t* bytes) {
 P2P_API ncclResult_t anycclP2pTest(anycclP2pRequest_t r, int* done, size_t* bytes) {
   ARGCHECK(r != NULL && done != NULL, "anycclP2pTest", "req or done is NULL");
   struct anycclP2pConn* c = r->conn;
-  if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) p2pKick(c);
+  if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) p2pKick(c, 0);
   *done = __atomic_load_n(&r->done, __ATOMIC_ACQUIRE);
   return *done ? finish(r, bytes) : ncclSuccess;
 }
@@ -168,15 +176,23 @@ P2P_API ncclResult_t anycclP2pNotifyPoll(anycclP2pConn_t c, uint64_t* value, int
   return err;
 }
 
+/* The blocking helpers post and wait in this thread: no hand-off to the
+ * progress thread in between (a small round trip stays in the caller). */
 P2P_API ncclResult_t anycclP2pSend(anycclP2pConn_t c, const void* buf, size_t size, int tag) {
-  anycclP2pRequest_t r;
-  NCCLCHECK(anycclP2pIsend(c, buf, size, tag, &r));
+  const char* fn = "anycclP2pSend";
+  ARGCHECK(c != NULL, fn, "conn is NULL");
+  ARGCHECK(buf != NULL || size == 0, fn, "buf is NULL for %zu bytes; pass the data", size);
+  anycclP2pRequest_t r = NULL;
+  NCCLCHECK(post(c, REQ_SEND, (char*)buf, size, tag, NULL, 0, 0, &r, fn, 1));
   return anycclP2pWait(r, NULL);
 }
 
 P2P_API ncclResult_t anycclP2pRecv(anycclP2pConn_t c, void* buf, size_t size, int tag, size_t* received) {
-  anycclP2pRequest_t r;
-  NCCLCHECK(anycclP2pIrecv(c, buf, size, tag, &r));
+  const char* fn = "anycclP2pRecv";
+  ARGCHECK(c != NULL, fn, "conn is NULL");
+  ARGCHECK(buf != NULL || size == 0, fn, "buf is NULL for %zu bytes of room; pass a buffer", size);
+  anycclP2pRequest_t r = NULL;
+  NCCLCHECK(post(c, REQ_RECV, buf, size, tag, NULL, 0, 0, &r, fn, 1));
   return anycclP2pWait(r, received);
 }
 

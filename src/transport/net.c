@@ -184,10 +184,20 @@ static void* proxyMain(void* arg) {
       break;
     }
     if (p->polling && progressed) active = ncclSocketClockMs();
-    if (progressed) continue;
+    if (progressed) {
+      __atomic_store_n(&p->bell.fdAsleep, 0, __ATOMIC_RELAXED);
+      continue;
+    }
     if (comm->cuda) anycclCudaSlotTag(comm, -1, 0); /* a tag that came before the GPU reached its collective */
     if (p->polling && ncclSocketClockMs() - active < GPU_ACTIVE_MS) {
       sched_yield();
+      continue;
+    }
+    /* about to sleep: from now on rings and completions write the eventfd;
+     * one more pass catches what came before they could see the flag */
+    if (!__atomic_load_n(&p->bell.fdAsleep, __ATOMIC_RELAXED)) {
+      __atomic_store_n(&p->bell.fdAsleep, 1, __ATOMIC_RELAXED);
+      __atomic_thread_fence(__ATOMIC_SEQ_CST);
       continue;
     }
     /* the bell, and the sockets of tables whose test() does the I/O */
@@ -204,6 +214,7 @@ static void* proxyMain(void* arg) {
       }
       active = ncclSocketClockMs();
     }
+    __atomic_store_n(&p->bell.fdAsleep, 0, __ATOMIC_RELAXED);
   }
   return NULL;
 }
@@ -297,14 +308,14 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
     char handle[ANYCCL_NET_HANDLE_MAXSIZE];
     NCCLCHECK(bootstrapRecv(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), handle, sizeof(handle)));
     NCCLCHECK(p->net->connect(0, handle, &nc->netComm, &comm->abortFlag));
-    if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd);
+    if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd, &p->bell.fdAsleep);
     NCCLCHECK(p->net->regMr(nc->netComm, c->buf, (size_t)c->nslots * c->slotBytes, 0, &nc->mhandle));
   }
   for (int i = 0; i < p->nconns; i++) {
     struct netConn* nc = &p->conns[i];
     if (nc->send) continue;
     NCCLCHECK(p->net->accept(nc->listenComm, &nc->netComm));
-    if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd);
+    if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd, &p->bell.fdAsleep);
     NCCLCHECK(p->net->regMr(nc->netComm, nc->conn->buf, (size_t)nc->conn->nslots * nc->conn->slotBytes, 0,
                             &nc->mhandle));
     p->net->closeListen(nc->listenComm);

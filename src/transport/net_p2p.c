@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include "bootstrap.h"
 #include "checks.h"
 #include "net.h"
 #include "../p2p/p2p_int.h"
@@ -22,7 +23,13 @@ _Static_assert(offsetof(struct p2pWireHandle, addrs) + sizeof(union ncclSocketAd
 
 struct p2pNetListen {
   anycclP2pEndpoint_t ep;
+  volatile uint32_t* abortFlag; /* the communicator's, for accept */
 };
+
+/* Connection setup is bounded as the bootstrap is (ANYCCL_BOOTSTRAP_TIMEOUT)
+ * and ends when the communicator is aborted. */
+#define SETUP_TIMEOUT_NAME "ANYCCL_BOOTSTRAP_TIMEOUT"
+
 
 struct p2pNetComm {
   anycclP2pEndpoint_t ep; /* owned when this side connected */
@@ -49,9 +56,9 @@ static ncclResult_t endpoint(int dev, anycclP2pEndpoint_t* ep) {
 }
 
 static ncclResult_t pListen(int dev, void* handle, void** out, volatile uint32_t* abortFlag) {
-  (void)abortFlag;
   struct p2pNetListen* l;
   ANYCCL_CALLOC(l, 1);
+  l->abortFlag = abortFlag;
   ncclResult_t res = endpoint(dev, &l->ep);
   anycclP2pHandle_t h;
   if (res == ncclSuccess) res = anycclP2pListen(l->ep, &h);
@@ -84,14 +91,13 @@ static void setup(struct p2pNetComm* c) {
 }
 
 static ncclResult_t pConnect(int dev, const void* handle, void** out, volatile uint32_t* abortFlag) {
-  (void)abortFlag;
   struct p2pNetComm* c;
   ANYCCL_CALLOC(c, 1);
   anycclP2pHandle_t h;
   memset(&h, 0, sizeof(h));
   memcpy(h.bytes, handle, ANYCCL_NET_HANDLE_MAXSIZE);
   ncclResult_t res = endpoint(dev, &c->ep);
-  if (res == ncclSuccess) res = anycclP2pConnect(c->ep, &h, &c->conn);
+  if (res == ncclSuccess) res = p2pConnectEx(c->ep, &h, &c->conn, bootstrapTimeoutMs(), abortFlag, SETUP_TIMEOUT_NAME);
   if (res != ncclSuccess) {
     anycclP2pEndpointDestroy(c->ep);
     free(c);
@@ -106,7 +112,7 @@ static ncclResult_t pAccept(void* listenComm, void** out) {
   struct p2pNetListen* l = listenComm;
   struct p2pNetComm* c;
   ANYCCL_CALLOC(c, 1);
-  ncclResult_t res = anycclP2pAccept(l->ep, &c->conn);
+  ncclResult_t res = p2pAcceptEx(l->ep, &c->conn, bootstrapTimeoutMs(), l->abortFlag, SETUP_TIMEOUT_NAME);
   if (res != ncclSuccess) {
     free(c);
     return res;
@@ -160,7 +166,7 @@ static ncclResult_t pTest(void* request, int* done, size_t* sizes) {
   struct anycclP2pReq* r = request;
   struct anycclP2pConn* conn = r->conn;
   *done = 0;
-  if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) p2pKick(conn);
+  if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) p2pKick(conn, 0);
   if (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) return ncclSuccess;
   if (r->err != ncclSuccess) {
     /* failed: it stays listed (freed at close), since the caller may test it again as the socket table allows */
@@ -192,10 +198,11 @@ static ncclResult_t pCloseListen(void* listenComm) {
   return ncclSuccess;
 }
 
-static void pSetNotify(void* comm, int fd) {
+static void pSetNotify(void* comm, int fd, const int32_t* asleep) {
   struct p2pNetComm* c = comm;
   pthread_mutex_lock(&c->conn->lock);
   c->conn->notifyFd = fd;
+  c->conn->notifyAsleep = asleep;
   pthread_mutex_unlock(&c->conn->lock);
 }
 

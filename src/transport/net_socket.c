@@ -64,6 +64,7 @@ struct sockComm {
   int stop;
   int peerClosed; /* the sender said goodbye: EOF is expected, not an error */
   int notifyFd;
+  const int32_t* notifyAsleep; /* write notifyFd only while *notifyAsleep (NULL: always) */
   ncclResult_t error;
   volatile uint32_t* abortFlag;
 };
@@ -194,13 +195,7 @@ static void enqueueData(struct sockComm* c, struct req* r, size_t size) {
   }
 }
 
-static void notify(struct sockComm* c) {
-  if (c->notifyFd >= 0) {
-    uint64_t one = 1;
-    ssize_t r = write(c->notifyFd, &one, sizeof(one));
-    (void)r;
-  }
-}
+static void notify(struct sockComm* c) { anycclNetNotify(c->notifyFd, c->notifyAsleep); }
 
 /* A task finished (lock held). */
 static void taskDone(struct sockComm* c, struct task* t) {
@@ -564,10 +559,11 @@ static ncclResult_t netCloseListen(void* opaque) {
   return ncclSuccess;
 }
 
-static void netSetNotify(void* comm, int fd) {
+static void netSetNotify(void* comm, int fd, const int32_t* asleep) {
   struct sockComm* c = comm;
   pthread_mutex_lock(&c->lock);
   c->notifyFd = fd;
+  c->notifyAsleep = asleep;
   pthread_mutex_unlock(&c->lock);
 }
 

@@ -15,6 +15,7 @@
 #include "checks.h"
 #include "comm.h"
 #include "param.h"
+#include "net.h"
 #include "transport.h"
 
 static const struct anycclTransport* transports[] = {&anycclTransportP2p, &anycclTransportShm, &anycclTransportNet};
@@ -23,11 +24,7 @@ void anycclBellRing(struct anycclBell* b) {
   __atomic_add_fetch(&b->bell, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&b->sleepers, __ATOMIC_SEQ_CST))
     syscall(SYS_futex, &b->bell, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
-  if (b->eventFd1) {
-    uint64_t one = 1;
-    ssize_t r = write(b->eventFd1 - 1, &one, sizeof(one));
-    (void)r;
-  }
+  if (b->eventFd1) anycclNetNotify(b->eventFd1 - 1, &b->fdAsleep);
 }
 
 static size_t alignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
