@@ -261,7 +261,9 @@ static int remoteSigDiffers(struct ncclComm* comm, const struct anycclPhase* ph,
 }
 
 void anycclSigSend(struct ncclComm* comm, const struct anycclPhase* ph) {
-  if (ph->func == FUNC_SEND || comm->p2pSend == NULL) return;
+  /* over a net that drops tags the peer could not tell the signature from
+   * data (it would see a slot of the wrong size): send none */
+  if (ph->func == FUNC_SEND || comm->p2pSend == NULL || !anycclNetCarriesTags(comm)) return;
   struct sig mine = sigOf(comm, ph);
   int sent = 0;
   for (int q = 0; q < comm->nRanks; q++) {

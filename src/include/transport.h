@@ -154,6 +154,9 @@ struct anycclNetEnd {
 ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* ends, int count, int gpu);
 /* Work is coming (a launch): wake the proxy. */
 void anycclNetKick(struct ncclComm* comm);
+/* 1 if slots to other hosts carry their operation tag (the built-in sockets;
+ * the P2P engine and NCCL plugins send tag 0), or no peer is remote. */
+int anycclNetCarriesTags(const struct ncclComm* comm);
 
 /* Create the segment, exchange peer info, map peers, set up every
  * connection (ring channels and the all-pairs p2p mesh). */

@@ -496,7 +496,7 @@ static int needsWatch(struct anycclP2pConn* c, int* left) {
 /* Hand the sockets to the progress thread: wake it only when it sleeps
  * (watch was 0) or must write what the caller left queued. */
 static void handOff(struct anycclP2pConn* c, int left) {
-  if (!__atomic_exchange_n(&c->watch, 1, __ATOMIC_ACQ_REL) || left) p2pWake(c);
+  if (!__atomic_exchange_n(&c->watch, 1, __ATOMIC_SEQ_CST) || left) p2pWake(c);
 }
 
 void p2pWatch(struct anycclP2pConn* c) { handOff(c, 0); }
@@ -506,7 +506,7 @@ void p2pWatch(struct anycclP2pConn* c) { handOff(c, 0); }
  * left, it wakes the progress thread. */
 void p2pKick(struct anycclP2pConn* c, int willDrive) {
   if (pthread_mutex_trylock(&c->plock) != 0) {
-    p2pWake(c);
+    handOff(c, 1); /* the progress thread has the channels: it must watch and look again */
     return;
   }
   progressOnce(c);
@@ -610,8 +610,13 @@ static void* progressMain(void* arg) {
     checkHealth(c);
     n = pollSet(c, pfd, 1);
     int left = 0;
-    /* idle (no request, region or queued byte): stop watching; the next post hands over */
-    if (!progressed && !needsWatch(c, &left)) __atomic_store_n(&c->watch, 0, __ATOMIC_RELEASE);
+    /* idle (no request, region or queued byte): stop watching; the next post
+     * hands over. A post between the check and the store found watch == 1
+     * and only woke this thread: look once more after the store. */
+    if (!progressed && !needsWatch(c, &left)) {
+      __atomic_store_n(&c->watch, 0, __ATOMIC_SEQ_CST);
+      if (needsWatch(c, &left)) __atomic_store_n(&c->watch, 1, __ATOMIC_SEQ_CST);
+    }
     pthread_mutex_unlock(&c->plock);
     /* the poll runs without the channels' lock: a caller may take them */
     ready = progressed ? 0 : pollWait(c, pfd, n, NCCL_SOCKET_POLL_MS);

@@ -256,6 +256,8 @@ void anycclNetKick(struct ncclComm* comm) {
   if (comm->proxy) anycclBellRing(&comm->proxy->bell);
 }
 
+int anycclNetCarriesTags(const struct ncclComm* comm) { return comm->proxy == NULL || comm->proxy->net->testTag != NULL; }
+
 ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* ends, int count, int gpu) {
   struct anycclProxy* p;
   ANYCCL_CALLOC(p, 1);
