@@ -34,6 +34,11 @@
 #                   (default 0: the veths' own; needs sch_netem)
 #   -b MIN -e MAX   sizes (default 64K .. 64M, factor 2)
 #   --iters N       timed iterations per size (default 3; -w 1)
+#   -a MODE         the perf tools' time across ranks: 3 (default) the
+#                   slowest rank's, i.e. when the collective completed
+#                   everywhere, which the model predicts; 1 the mean (a
+#                   sender whose data fits in the FIFOs and socket buffers
+#                   returns early, which the model does not predict)
 #   --colls LIST    perf tools (default "all_reduce all_gather reduce_scatter broadcast sendrecv")
 #   --build DIR     build directory (default build)
 #   -o OUT          output folder (default /tmp/sim-netns-<HOSTS>h); the raw
@@ -41,9 +46,11 @@
 #                   OUT/mtu stay there
 #   --no-measure    only the prediction, on the sweeps already in OUT
 #   --timeout SECS  per perf tool (default 300)
+#   --sim-env       print the environment the sim runs with (the cpu
+#                   backend's plan choices) and exit
 set -u
 SKIP_RC=77
-HOSTS=2 RATE=1gbit DELAY_US=0 MINB=64K MAXB=64M ITERS=3 TIMEOUT=300 MEASURE=1 OUT=""
+AVG=3 SIM_ENV_ONLY=0 HOSTS=2 RATE=1gbit DELAY_US=0 MINB=64K MAXB=64M ITERS=3 TIMEOUT=300 MEASURE=1 OUT=""
 COLLS="all_reduce all_gather reduce_scatter broadcast sendrecv"
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build
@@ -57,11 +64,13 @@ while [ $# -gt 0 ]; do
     -b) MINB=$2; shift 2 ;;
     -e) MAXB=$2; shift 2 ;;
     --iters) ITERS=$2; shift 2 ;;
+    -a) AVG=$2; shift 2 ;;
     --colls) COLLS=$2; shift 2 ;;
     --build) BUILD=$(cd "$2" && pwd) || die "--build $2: no such folder"; shift 2 ;;
     -o) OUT=$2; shift 2 ;;
     --no-measure) MEASURE=0; shift ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
+    --sim-env) SIM_ENV_ONLY=1; shift ;;
     -h|--help) usage 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -119,6 +128,7 @@ EOF
 CPU_CHOICES="NCCL_MAX_NCHANNELS=2 NCCL_BUFFSIZE=4194304 NCCL_PROTO=Simple ANYCCL_CUDA_P2P_CHANNELS=1"
 CPU_CHOICES+=" ANYCCL_CUDA_CHANNEL_BYTES=65536 ANYCCL_CUDA_BASE_CHANNELS=1 ANYCCL_CUDA_CHAIN_BYTES=65536"
 CPU_CHOICES+=" ANYCCL_CUDA_DIRECT_THRESHOLD=32768 ANYCCL_CUDA_MESH_ALLGATHER=0"
+[ $SIM_ENV_ONLY = 1 ] && { echo "$CPU_CHOICES"; exit 0; }
 
 PINGPONG='
 import socket, sys, time
@@ -204,7 +214,7 @@ measure() {
     for ((h = 0; h < HOSTS; h++)); do
       [ $h -gt 0 ] && app+=(:)
       app+=(-np 1 ip netns exec "${NSS[h]}" env NCCL_HOSTID=nshost$h NCCL_SOCKET_IFNAME==anyccl0
-            "$BUILD/perf/${c}_perf" -b "$MINB" -e "$MAXB" -f 2 -n "$ITERS" -w 1 -c 0)
+            "$BUILD/perf/${c}_perf" -b "$MINB" -e "$MAXB" -f 2 -n "$ITERS" -w 1 -c 0 -a "$AVG")
     done
     echo "# $c: load $(cut -d' ' -f1-3 /proc/loadavg)"
     if ! ip netns exec "$LEAF" env PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=br0 \
