@@ -165,8 +165,15 @@ measure() {
   TAG=$$
   LEAF=anyccl-leaf-$TAG
   NSS=()
+  JOB=""
   cleanup() {
-    local ns
+    local ns i
+    if [ -n "$JOB" ] && kill -0 "$JOB" 2>/dev/null; then
+      kill -TERM "$JOB" 2>/dev/null # timeout passes it on to mpirun's group
+      for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$JOB" 2>/dev/null || break; sleep 0.5; done
+      kill -KILL -- "-$JOB" 2>/dev/null
+      wait "$JOB" 2>/dev/null
+    fi
     for ns in ${NSS[@]+"${NSS[@]}"} $LEAF; do ip netns del "$ns" 2>/dev/null; done
   }
   trap cleanup EXIT
@@ -217,9 +224,17 @@ measure() {
             "$BUILD/perf/${c}_perf" -b "$MINB" -e "$MAXB" -f 2 -n "$ITERS" -w 1 -c 0 -a "$AVG")
     done
     echo "# $c: load $(cut -d' ' -f1-3 /proc/loadavg)"
-    if ! ip netns exec "$LEAF" env PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=br0 \
-         timeout "$TIMEOUT" mpirun "${root[@]}" --oversubscribe --bind-to none --mca btl self,vader \
-         -x NCCL_DEBUG=WARN -x ANYCCL_PERF_NO_PROGRESS=1 "${app[@]}" >"$OUT/$c.anyccl.G0.txt" 2>&1; then
+    # in the background, so that a signal's trap runs at once (wait returns)
+    # and stops it; `ip netns exec` and env exec, so $! is timeout's pid,
+    # which leads its own process group (mpirun and the ranks)
+    ip netns exec "$LEAF" env PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=br0 \
+      timeout "$TIMEOUT" mpirun "${root[@]}" --oversubscribe --bind-to none --mca btl self,vader \
+      -x NCCL_DEBUG=WARN -x ANYCCL_PERF_NO_PROGRESS=1 "${app[@]}" >"$OUT/$c.anyccl.G0.txt" 2>&1 </dev/null &
+    JOB=$!
+    wait $JOB
+    local rc=$?
+    JOB=""
+    if [ $rc != 0 ]; then
       tail -20 "$OUT/$c.anyccl.G0.txt" >&2
       die "$c failed (log: $OUT/$c.anyccl.G0.txt)"
     fi
