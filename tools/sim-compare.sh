@@ -6,26 +6,32 @@
 #   geometric mean of |predicted - measured| / measured over sizes >= 1 MB
 #   and < 1 MB (each error at least 0.1%), and the worst size.
 #
-#   tools/sim-compare.sh [-c CALIB] [-o OUTDIR] DIR [DIR...]
+#   tools/sim-compare.sh [-c CALIB] [-f FABRIC] [-o OUTDIR] DIR [DIR...]
 #
-# CALIB: the calibration (default topologies/sim_h200.calib). OUTDIR (default
+# CALIB: the calibration (default topologies/sim_h200.calib, or with -f the
+# fabric's own). FABRIC: the cluster (default one host of the run's GPUs;
+# bench/sim_netns_validate.sh passes the namespaces' fabric). OUTDIR (default
 # DIR/compare): per sweep <coll>.<lib>.G<g>.dat (bytes, measured us,
 # predicted us, measured busbw, predicted busbw), table.txt, busbw.gp and,
 # when gnuplot is installed, busbw.png (measured and predicted busbw per
 # collective). Exit status 0 (it reports; it judges nothing).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/sim-lib.sh"
-calib=$SIMLIB_ROOT/topologies/sim_h200.calib
+calib=
+fabric=
 out=
-while getopts c:o: o; do
+while getopts c:f:o: o; do
   case $o in
     c) calib=$OPTARG ;;
+    f) fabric=$OPTARG ;;
     o) out=$OPTARG ;;
-    *) sed -n '2,16p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,19p' "$0" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,19p' "$0" >&2; exit 2; }
+[ -n "$calib$fabric" ] || calib=$SIMLIB_ROOT/topologies/sim_h200.calib
+calibName=$(basename "${calib:-$fabric}")
 simlib_tools
 
 for d in "$@"; do
@@ -35,7 +41,7 @@ for d in "$@"; do
   table=$o/table.txt
   n=$(for f in "$d"/*.txt; do simlib_args "$f"; done 2>/dev/null | awk 'NF {print $2; exit}')
   {
-    echo "# $d: ${n:-?} GPUs; predicted with $(basename "$calib"); |pred-meas|/meas, out-of-place times"
+    echo "# $d: ${n:-?} GPUs; predicted with $calibName; |pred-meas|/meas, out-of-place times"
     printf '%-15s %-7s %-2s %9s %9s %8s %10s %6s\n' collective vs G 'geo>=1MB' 'geo<1MB' worst 'at(bytes)' sizes
   } > "$table"
   for c in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
@@ -43,7 +49,7 @@ for d in "$@"; do
       for lib in anyccl nccl; do
         f=$d/$c.$lib.G$g.txt
         [ -f "$f" ] && [ -n "$(simlib_rows "$f" | head -1)" ] || continue
-        simlib_predict "$f" "$calib" > "$o/pred.tmp" || true
+        simlib_predict "$f" "$calib" "$fabric" > "$o/pred.tmp" || true
         simlib_rows "$f" | awk 'FNR == NR { p[$1] = $2; pb[$1] = $3; next }
           ($1 in p) { print $1, $2, p[$1], $3, pb[$1] }' "$o/pred.tmp" - > "$o/$c.$lib.G$g.dat"
         awk -v c="$c" -v lib="$lib" -v g="$g" '
@@ -61,7 +67,7 @@ for d in "$@"; do
   {
     echo "set terminal pngcairo size 1500,900 font ',9' noenhanced"
     echo "set output '$o/busbw.png'"
-    echo "set multiplot layout 2,4 title 'sim vs measured busbw: $(basename "$d") (${n:-?} GPUs, $(basename "$calib"))'"
+    echo "set multiplot layout 2,4 title 'sim vs measured busbw: $(basename "$d") (${n:-?} GPUs, $calibName)'"
     echo "set logscale x 2; set format x '%.0s%cB'; set xlabel 'bytes'; set ylabel 'busbw GB/s'; set key top left noenhanced"
     for c in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
       plots=()

@@ -31,17 +31,19 @@ simlib_tools() {
 # FILE -> the collective (all_reduce...) it measured
 simlib_coll() { local b; b=$(basename "$1" .txt); b=${b#calib.}; echo "${b%%.*}"; }
 
-# FILE -> "-g N -b MIN -e MAX -f F" (or -i STEP) from its header
+# FILE -> "-g N -b MIN -e MAX -f F" (or -i STEP) from its header; N counts
+# the "#  Rank r ..." lines when there are more (one rank per MPI process)
 simlib_args() {
-  awk '/^# nThread/ {
+  awk '/^# +Rank +[0-9]+ / { nr++ }
+    /^# nThread/ && !h {
     for (i = 1; i <= NF; i++) {
       if ($i == "nGpus") g = $(i + 1) * ($(i - 2) == "nThread" ? $(i - 1) : 1)
       if ($i == "minBytes") b = $(i + 1)
       if ($i == "maxBytes") e = $(i + 1)
       if ($i == "step:") { s = $(i + 1); f = s ~ /factor/ }
     }
-    sub(/\(.*/, "", s)
-    printf "-g %d -b %s -e %s %s %s\n", g, b, e, f ? "-f" : "-i", s; exit }' "$1"
+    sub(/\(.*/, "", s); h = 1 }
+    END { if (h) printf "-g %d -b %s -e %s %s %s\n", (nr > g ? nr : g), b, e, f ? "-f" : "-i", s }' "$1"
 }
 
 # FILE -> environment its sim run needs (one lane; CUDA graphs)
@@ -58,18 +60,21 @@ simlib_env() {
 # FILE -> "bytes time_us busbw" rows (out-of-place), measured
 simlib_rows() { awk 'NF >= 13 && $1 ~ /^[0-9]+$/ && $6 ~ /^[0-9.]+$/ && $6 > 0 { print $1, $6, $8 }' "$1"; }
 
-# FILE CALIB -> the same sweep on the sim backend: "bytes time_us busbw" rows.
-# The fabric: one host of the run's GPUs (NVSwitch), the calibration given.
+# FILE CALIB [FABRIC] -> the same sweep on the sim backend: "bytes time_us
+# busbw" rows. The fabric: FABRIC, else one host of the run's GPUs
+# (NVSwitch); the calibration: CALIB, else (empty) the fabric's.
 simlib_predict() {
-  local f=$1 calib=$2 c args env n fab
+  local f=$1 calib=$2 fab=${3:-} c args env n
   c=$(simlib_coll "$f")
   args=$(simlib_args "$f")
   env=$(simlib_env "$f")
   n=$(echo "$args" | awk '{print $2}')
-  fab=$SIMLIB_TOOLS/host$n.fabric
-  [ -f "$fab" ] || printf 'hosts 1\ngpus_per_host %d\nnics_per_host %d\n' "$n" "$n" > "$fab"
+  if [ -z "$fab" ]; then
+    fab=$SIMLIB_TOOLS/host$n.fabric
+    [ -f "$fab" ] || printf 'hosts 1\ngpus_per_host %d\nnics_per_host %d\n' "$n" "$n" > "$fab"
+  fi
   # shellcheck disable=SC2086
-  env $env ANYCCL_BACKEND=sim ANYCCL_SIM_FABRIC="$fab" ANYCCL_SIM_CALIB="$calib" ANYCCL_PERF_NO_PROGRESS=1 \
+  env $env ANYCCL_BACKEND=sim ANYCCL_SIM_FABRIC="$fab" ${calib:+ANYCCL_SIM_CALIB="$calib"} ANYCCL_PERF_NO_PROGRESS=1 \
     NCCL_DEBUG=WARN "$SIMLIB_TOOLS/${c}_perf" $args -n 1 -w 0 -c 0 2>&1 | simlib_rows /dev/stdin
 }
 
