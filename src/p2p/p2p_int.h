@@ -46,7 +46,7 @@ struct p2pHdr {
   uint16_t op;
   uint16_t flags;
   int32_t tag;
-  uint32_t pad;
+  uint32_t pad; /* MSG: the sender's immediate word (anycclP2pReq.imm) */
   uint64_t id;
   uint64_t key;
   uint64_t off;
@@ -90,6 +90,7 @@ struct anycclP2pReq {
   uint64_t key, remoteOff, notify;
   int done;
   ncclResult_t err;
+  uint32_t imm;    /* MSG: a word for the receiver beside the data (the header's pad; the collectives' operation tag) */
   struct anycclP2pReq *prev, *next;   /* conn->active */
   struct anycclP2pReq* outNext;       /* conn->out queue */
 };
@@ -103,12 +104,17 @@ struct p2pItem { /* one header (+ payload) to write on a channel */
   struct p2pItem* next;
 };
 
+/* anycclP2pIsend with a 32-bit word delivered beside the message (match tag 0):
+ * the collectives' network transport carries its operation tag in it. */
+ncclResult_t p2pIsendImm(struct anycclP2pConn* c, const void* buf, size_t size, uint32_t imm, struct anycclP2pReq** req);
+
 struct p2pUnexp { /* a MSG chunk that arrived before its receive */
   int32_t tag;
   int chan;
   uint64_t id, off, len, total;
   char* data;
   struct p2pUnexp* next;
+  uint32_t imm;
 };
 
 struct p2pInWrite { /* a WRITE whose bytes are arriving */

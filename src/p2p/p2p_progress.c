@@ -111,6 +111,7 @@ void p2pRecvTakeUnexpected(struct anycclP2pConn* c, struct anycclP2pReq* r) {
       continue;
     }
     *pp = u->next;
+    r->imm = u->imm;
     if (recvAccepts(r, u->total, u->off, u->len) && u->len) memcpy(r->buf + u->off, u->data, u->len);
     c->ch[u->chan].unexpCount--;
     uint64_t len = u->len;
@@ -186,7 +187,7 @@ static void schedule(struct anycclP2pConn* c) {
       size_t len = r->size - r->dealt < c->chunk ? r->size - r->dealt : c->chunk;
       int op = r->kind == REQ_SEND ? P2P_OP_MSG : r->kind == REQ_WRITE ? P2P_OP_WRITE : P2P_OP_READRESP;
       uint64_t off = r->kind == REQ_WRITE ? r->remoteOff + r->dealt : r->dealt;
-      it->hdr = (struct p2pHdr){P2P_MAGIC, (uint16_t)op, 0, r->tag, 0, r->id, r->key, off, len, r->size, r->notify};
+      it->hdr = (struct p2pHdr){P2P_MAGIC, (uint16_t)op, 0, r->tag, r->kind == REQ_SEND ? r->imm : 0, r->id, r->key, off, len, r->size, r->notify};
       it->data = r->buf + r->dealt;
       it->req = r;
       it->counted = 1;
@@ -260,6 +261,7 @@ static int dispatch(struct anycclP2pConn* c, int k) {
       if (r) {
         if (recvAccepts(r, h->total, h->off, h->len)) ch->rdst = r->buf + h->off;
         ch->rreq = r;
+        r->imm = h->pad;
         return 0;
       }
       if (ch->unexpCount >= c->unexpMax) return 1;
@@ -268,7 +270,7 @@ static int dispatch(struct anycclP2pConn* c, int k) {
         free(u);
         return 1;
       }
-      *u = (struct p2pUnexp){h->tag, k, h->id, h->off, h->len, h->total, u->data, NULL};
+      *u = (struct p2pUnexp){h->tag, k, h->id, h->off, h->len, h->total, u->data, NULL, h->pad};
       ch->unexpCount++;
       ch->runexp = u;
       ch->rdst = u->data;

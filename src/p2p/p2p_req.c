@@ -31,7 +31,8 @@ static struct anycclP2pReq* reqNew(struct anycclP2pConn* c, int kind, const char
 }
 
 static ncclResult_t post(struct anycclP2pConn* c, int kind, char* buf, size_t size, int tag, const anycclP2pMrDesc_t* rm,
-                         size_t offset, uint64_t notify, anycclP2pRequest_t* out, const char* fn, int willDrive) {
+                         size_t offset, uint64_t notify, anycclP2pRequest_t* out, const char* fn, int willDrive,
+                         uint32_t imm) {
   ncclResult_t res;
   pthread_mutex_lock(&c->lock);
   struct anycclP2pReq* r = reqNew(c, kind, fn, &res);
@@ -39,6 +40,7 @@ static ncclResult_t post(struct anycclP2pConn* c, int kind, char* buf, size_t si
     r->buf = buf;
     r->size = size;
     r->tag = tag;
+    r->imm = imm;
     if (kind == REQ_SEND || kind == REQ_RECV) {
       struct p2pTagSeq* t = p2pTagSeq(c, tag);
       if (t == NULL) {
@@ -74,7 +76,12 @@ P2P_API ncclResult_t anycclP2pIsend(anycclP2pConn_t c, const void* buf, size_t s
   ARGCHECK(c != NULL && req != NULL, fn, "conn or req is NULL");
   *req = NULL;
   ARGCHECK(buf != NULL || size == 0, fn, "buf is NULL for %zu bytes; pass the data", size);
-  return post(c, REQ_SEND, (char*)buf, size, tag, NULL, 0, 0, req, fn, 0);
+  return post(c, REQ_SEND, (char*)buf, size, tag, NULL, 0, 0, req, fn, 0, 0);
+}
+
+ncclResult_t p2pIsendImm(struct anycclP2pConn* c, const void* buf, size_t size, uint32_t imm, struct anycclP2pReq** req) {
+  *req = NULL;
+  return post(c, REQ_SEND, (char*)buf, size, 0, NULL, 0, 0, req, "anycclP2pIsend", 0, imm);
 }
 
 P2P_API ncclResult_t anycclP2pIrecv(anycclP2pConn_t c, void* buf, size_t size, int tag, anycclP2pRequest_t* req) {
@@ -82,7 +89,7 @@ P2P_API ncclResult_t anycclP2pIrecv(anycclP2pConn_t c, void* buf, size_t size, i
   ARGCHECK(c != NULL && req != NULL, fn, "conn or req is NULL");
   *req = NULL;
   ARGCHECK(buf != NULL || size == 0, fn, "buf is NULL for %zu bytes of room; pass a buffer", size);
-  return post(c, REQ_RECV, buf, size, tag, NULL, 0, 0, req, fn, 0);
+  return post(c, REQ_RECV, buf, size, tag, NULL, 0, 0, req, fn, 0, 0);
 }
 
 static ncclResult_t checkRemote(const char* fn, const anycclP2pMrDesc_t* rm, size_t offset, size_t size) {
@@ -100,7 +107,7 @@ P2P_API ncclResult_t anycclP2pIwrite(anycclP2pConn_t c, const void* src, size_t 
   *req = NULL;
   ARGCHECK(src != NULL || size == 0, fn, "src is NULL for %zu bytes", size);
   NCCLCHECK(checkRemote(fn, rm, offset, size));
-  return post(c, REQ_WRITE, (char*)src, size, 0, rm, offset, notify, req, fn, 0);
+  return post(c, REQ_WRITE, (char*)src, size, 0, rm, offset, notify, req, fn, 0, 0);
 }
 
 P2P_API ncclResult_t anycclP2pIread(anycclP2pConn_t c, void* dst, size_t size, const anycclP2pMrDesc_t* rm,
@@ -110,7 +117,7 @@ P2P_API ncclResult_t anycclP2pIread(anycclP2pConn_t c, void* dst, size_t size, c
   *req = NULL;
   ARGCHECK(dst != NULL || size == 0, fn, "dst is NULL for %zu bytes", size);
   NCCLCHECK(checkRemote(fn, rm, offset, size));
-  return post(c, REQ_READ, dst, size, 0, rm, offset, 0, req, fn, 0);
+  return post(c, REQ_READ, dst, size, 0, rm, offset, 0, req, fn, 0, 0);
 }
 
 static ncclResult_t finish(struct anycclP2pReq* r, size_t* bytes) {
@@ -183,7 +190,7 @@ P2P_API ncclResult_t anycclP2pSend(anycclP2pConn_t c, const void* buf, size_t si
   ARGCHECK(c != NULL, fn, "conn is NULL");
   ARGCHECK(buf != NULL || size == 0, fn, "buf is NULL for %zu bytes; pass the data", size);
   anycclP2pRequest_t r = NULL;
-  NCCLCHECK(post(c, REQ_SEND, (char*)buf, size, tag, NULL, 0, 0, &r, fn, 1));
+  NCCLCHECK(post(c, REQ_SEND, (char*)buf, size, tag, NULL, 0, 0, &r, fn, 1, 0));
   return anycclP2pWait(r, NULL);
 }
 
@@ -192,7 +199,7 @@ P2P_API ncclResult_t anycclP2pRecv(anycclP2pConn_t c, void* buf, size_t size, in
   ARGCHECK(c != NULL, fn, "conn is NULL");
   ARGCHECK(buf != NULL || size == 0, fn, "buf is NULL for %zu bytes of room; pass a buffer", size);
   anycclP2pRequest_t r = NULL;
-  NCCLCHECK(post(c, REQ_RECV, buf, size, tag, NULL, 0, 0, &r, fn, 1));
+  NCCLCHECK(post(c, REQ_RECV, buf, size, tag, NULL, 0, 0, &r, fn, 1, 0));
   return anycclP2pWait(r, received);
 }
 

@@ -136,10 +136,14 @@ static ncclResult_t pDeregMr(void* comm, void* mhandle) { return ncclSuccess; }
  * a goodbye receive (SIZE_MAX) on test. */
 static char byeReq;
 
+/* Every message goes with match tag 0 (slots arrive in order); the slot's
+ * operation tag (transport.h) rides beside it as the engine's immediate
+ * word, so mismatch checks and stalled ranks' signatures work as over the
+ * sockets. */
 static ncclResult_t pIsend(void* comm, void* data, size_t size, int tag, void* mhandle, void** request) {
   struct p2pNetComm* c = comm;
   (void)mhandle;
-  return anycclP2pIsend(c->conn, data, size, tag, (anycclP2pRequest_t*)request);
+  return p2pIsendImm(c->conn, data, size, (uint32_t)tag, (struct anycclP2pReq**)request);
 }
 
 static ncclResult_t pIrecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request) {
@@ -149,7 +153,8 @@ static ncclResult_t pIrecv(void* comm, int n, void** data, size_t* sizes, int* t
     WARN("NET/P2P: grouped receives (n=%d) are not supported", n);
     return ncclInternalError;
   }
-  ncclResult_t res = anycclP2pIrecv(c->conn, data[0], sizes[0], tags[0], (anycclP2pRequest_t*)request);
+  (void)tags;
+  ncclResult_t res = anycclP2pIrecv(c->conn, data[0], sizes[0], 0, (anycclP2pRequest_t*)request);
   if (res != ncclSuccess && __atomic_load_n(&c->conn->peerBye, __ATOMIC_ACQUIRE)) {
     *request = &byeReq;
     return ncclSuccess;
@@ -157,7 +162,8 @@ static ncclResult_t pIrecv(void* comm, int n, void** data, size_t* sizes, int* t
   return res;
 }
 
-static ncclResult_t pTest(void* request, int* done, size_t* sizes) {
+static ncclResult_t pTestTag(void* request, int* done, size_t* sizes, int* tag) {
+  if (tag) *tag = 0;
   if (request == &byeReq) {
     *done = 1;
     if (sizes) *sizes = SIZE_MAX;
@@ -176,6 +182,7 @@ static ncclResult_t pTest(void* request, int* done, size_t* sizes) {
     return ncclSuccess;
   }
   size_t got = 0;
+  if (tag) *tag = (int)r->imm; /* read before the test frees the request */
   ncclResult_t res = anycclP2pTest(r, done, &got);
   if (*done && sizes) *sizes = got;
   return res;
@@ -210,9 +217,11 @@ static ncclResult_t pInit(void) { return anycclNetSocket.init(); }
 static ncclResult_t pDevices(int* n) { return anycclNetSocket.devices(n); }
 static ncclResult_t pGetProperties(int dev, anycclNetProperties* p) { return anycclNetSocket.getProperties(dev, p); }
 
+static ncclResult_t pTest(void* request, int* done, size_t* sizes) { return pTestTag(request, done, sizes, NULL); }
+
 const anycclNet_t anycclNetP2p = {"P2P",    pInit,   pDevices, pGetProperties, pListen,  pConnect,
                                   pAccept,  pRegMr,  pDeregMr, pIsend,         pIrecv,   pTest,
-                                  pClose,   pClose,  pCloseListen, pSetNotify, NULL /* testTag */, NULL /* pollFds */};
+                                  pClose,   pClose,  pCloseListen, pSetNotify, pTestTag, NULL /* pollFds */};
 
 const anycclNet_t* anycclNetDefault(void) {
   const anycclNet_t* plugin = anycclNetPlugin();
