@@ -494,6 +494,23 @@ void anycclCudaAbort(struct ncclComm* comm) {
   if (comm->cuda && comm->cuShared) comm->cuShared->abort = 1;
 }
 
+/* Around copies on the mailbox stream from any thread: the communicator's
+ * device current, and relaxed capture mode, so that they never disturb a
+ * graph capture of another thread (PyTorch's watchdog polls from its own). */
+struct mbxScope {
+  int mode, saved;
+};
+static struct mbxScope mbxEnter(const struct ncclComm* comm) {
+  struct mbxScope sc = {acuCaptureModeExchange(2 /* cudaStreamCaptureModeRelaxed */), -1};
+  acuGetDevice(&sc.saved);
+  if (sc.saved != comm->cudaDev) acuSetDevice(comm->cudaDev);
+  return sc;
+}
+static void mbxLeave(const struct ncclComm* comm, struct mbxScope sc) {
+  if (sc.saved >= 0 && sc.saved != comm->cudaDev) acuSetDevice(sc.saved);
+  acuCaptureModeExchange(sc.mode);
+}
+
 /* A peer's kernel poisoned this rank's mailbox (its own kernels may have
  * finished before the mismatch was found): an async copy of the word into
  * cuShared->mailbox on a private stream, at most one a millisecond and one at
@@ -513,17 +530,12 @@ static void mailboxPoll(struct ncclComm* comm) {
   }
   double t = anycclNowSec();
   if (!comm->cuMbxPending && t - comm->cuMbxLast >= 1e-3) {
-    /* relaxed: never disturbs a graph capture of another thread (PyTorch's watchdog polls from its own) */
-    int mode = acuCaptureModeExchange(2 /* cudaStreamCaptureModeRelaxed */);
-    int saved = -1;
-    acuGetDevice(&saved);
-    if (saved != comm->cudaDev) acuSetDevice(comm->cudaDev);
+    struct mbxScope sc = mbxEnter(comm);
     if (acuMemcpyAsync((void*)&comm->cuShared->mailbox, comm->devSeg + mailboxOff(comm), sizeof(uint64_t),
                        comm->cuMbxStream) == 0 &&
         acuEventRecord(comm->cuMbxEvent, comm->cuMbxStream) == 0)
       comm->cuMbxPending = 1;
-    if (saved >= 0 && saved != comm->cudaDev) acuSetDevice(saved);
-    acuCaptureModeExchange(mode);
+    mbxLeave(comm, sc);
     comm->cuMbxLast = t;
   }
   __atomic_store_n(&comm->cuMbxBusy, 0, __ATOMIC_RELEASE);
@@ -563,16 +575,12 @@ static void poisonNetSends(struct ncclComm* comm) {
 static void poisonLocalPeers(struct ncclComm* comm, int finder) {
   if (comm->cuMbxStream == NULL || comm->devPeerBase == NULL) return;
   comm->cuShared->poisonOut = ACU_POISON | (uint32_t)finder;
-  int mode = acuCaptureModeExchange(2 /* relaxed, as in mailboxPoll */);
-  int saved = -1;
-  acuGetDevice(&saved);
-  if (saved != comm->cudaDev) acuSetDevice(comm->cudaDev);
+  struct mbxScope sc = mbxEnter(comm);
   for (int q = 0; q < comm->nRanks; q++)
     if (q != comm->rank && comm->devPeerBase[q])
       acuMemcpyAsync(comm->devPeerBase[q] + mailboxOff(comm), (const void*)&comm->cuShared->poisonOut,
                      sizeof(uint64_t), comm->cuMbxStream);
-  if (saved >= 0 && saved != comm->cudaDev) acuSetDevice(saved);
-  acuCaptureModeExchange(mode);
+  mbxLeave(comm, sc);
 }
 
 /* An error a kernel reported, as an ncclResult_t (ncclSuccess if none). */
@@ -629,26 +637,26 @@ void anycclCudaPoisoned(struct ncclComm* comm, int peer) {
   __atomic_store_n(&comm->cuShared->err, ACU_ERR_POISONED, __ATOMIC_RELEASE);
 }
 
+/* The 8-bit collective-number field of a tag: 1-255 (0 marks a group that
+ * holds send/recv, whose number the ranks do not share). */
+static uint32_t numField(uint32_t collSeq) { return collSeq ? (collSeq - 1) % 255 + 1 : 0; }
+
 uint32_t anycclCudaPhaseTag(const struct ncclComm* comm, const struct anycclPhase* ph) {
   if (ph->func == FUNC_SEND) return ACU_TAG_COLL;
   const uint32_t h = (uint32_t)anycclSigHash(comm, ph);
-  if (comm->cuCurCollSeq == 0) return ACU_TAG_COLL | (h & 0x3fffffffu);
-  return ACU_TAG_COLL | (comm->cuCurCollSeq & 0xffu) << 22 | (h & 0x3fffffu);
+  return ACU_TAG_COLL | numField(comm->cuCurCollSeq) << 22 | (h & 0x3fffffu);
 }
 
 void anycclCudaSlotTag(struct ncclComm* comm, int peer, uint32_t tag) {
   struct acuShared* sh = comm->cuShared;
   if (!comm->cuda || sh == NULL || sh->err != ACU_ERR_NONE) return;
-  if ((tag & 0xC0000000u) == ACU_TAG_COLL) { /* the latest is kept until the GPU reaches its number */
+  if ((tag & 0xC0000000u) == ACU_TAG_COLL && (tag >> 22 & 0xffu) != 0) { /* kept until the GPU reaches its number */
     comm->cuPendTag = tag;
     comm->cuPendPeer = peer;
   }
   tag = comm->cuPendTag;
-  const uint64_t w = sh->opWord;
-  /* groups holding send/recv tag 30-bit hashes: not comparable */
-  if (tag == 0 || w == 0 || ((uint32_t)w & 0xC0000000u) != ACU_TAG_COLL ||
-      ((uint32_t)(w >> 32) & 0xffu) != (tag >> 22 & 0xffu))
-    return;
+  const uint64_t w = sh->opWord; /* written only by kernels of numbered collectives */
+  if (tag == 0 || w == 0 || (tag >> 22 & 0xffu) != numField((uint32_t)(w >> 32))) return;
   comm->cuPendTag = 0;
   if ((uint32_t)w == tag) return;
   sh->expected = (uint32_t)w;

@@ -88,6 +88,20 @@ template <typename H2, typename H> struct V16 {
 template <> struct V<T_F16> : V16<__half2, __half> {};
 template <> struct V<T_BF16> : V16<__nv_bfloat162, __nv_bfloat16> {};
 
+/* A wait's slow path: true (reported) once `peer` started this collective
+ * number with another tag (its op word), or on abort or timeout. */
+__device__ bool stalled(const acuSymm& a, int peer, uint64_t* start) {
+  if (acuOpDiffers(a.collSeq, a.sig, a.mailboxes[peer])) {
+    if (a.shared->err == ACU_ERR_NONE) {
+      a.shared->errPeer = peer;
+      a.shared->err = ACU_ERR_MISMATCH;
+      __threadfence_system();
+    }
+    return true;
+  }
+  return !acuKeepWaiting(a.shared, a.timeoutNs, start, peer);
+}
+
 /* The barrier of block b: signal every peer's count for (b, me), then wait
  * until each peer's count for (b, peer) in my pad reaches e. False (after
  * the report) on abort, timeout or a peer that started another collective. */
@@ -102,22 +116,11 @@ __device__ bool barrier(const acuSymm& a, uint64_t e, bool release) {
     stVolatile(a.pads[p] + blockIdx.x * ACU_SYMM_MAX_RANKS + a.rank, e);
     const uint64_t* mine = a.pads[a.rank] + blockIdx.x * ACU_SYMM_MAX_RANKS + p;
     uint64_t start = 0;
-    for (uint32_t spins = 0; ldAcquire(mine) < e; spins++) {
-      if ((spins & 1023) != 1023) continue;
-      if (acuOpDiffers(a.collSeq, a.sig, a.mailboxes[p])) {
-        if (a.shared->err == ACU_ERR_NONE) {
-          a.shared->errPeer = p;
-          a.shared->err = ACU_ERR_MISMATCH;
-          __threadfence_system();
-        }
+    for (uint32_t spins = 0; ldAcquire(mine) < e; spins++)
+      if ((spins & 1023) == 1023 && stalled(a, p, &start)) {
         ok = false;
         break;
       }
-      if (!acuKeepWaiting(a.shared, a.timeoutNs, &start, p)) {
-        ok = false;
-        break;
-      }
-    }
   }
   return __syncthreads_and(ok);
 }
@@ -295,16 +298,7 @@ __device__ bool llGet(const acuSymm& a, uint32_t flag, int src, uint64_t i, uint
     }
     if ((spins & 1023) != 1023) continue;
     if (*(volatile int*)&sStop) return false;
-    if (acuOpDiffers(a.collSeq, a.sig, a.mailboxes[src])) {
-      if (a.shared->err == ACU_ERR_NONE) {
-        a.shared->errPeer = src;
-        a.shared->err = ACU_ERR_MISMATCH;
-        __threadfence_system();
-      }
-      sStop = 1;
-      return false;
-    }
-    if (!acuKeepWaiting(a.shared, a.timeoutNs, &start, src)) {
+    if (stalled(a, src, &start)) {
       sStop = 1;
       return false;
     }
@@ -357,7 +351,6 @@ __device__ void llAlgo(const acuSymm& a) {
     sFlag = (uint32_t)*epoch + 1;
     *epoch = sFlag;
     sStop = 0;
-    if (a.collSeq) stVolatile(a.opWord, (uint64_t)a.collSeq << 32 | a.sig);
   }
   __syncthreads();
   const uint64_t bytes = a.count, lines = (bytes + 7) / 8;
@@ -373,15 +366,13 @@ __device__ void llAlgo(const acuSymm& a) {
 }
 
 __global__ void __launch_bounds__(ACU_THREADS, 1) symmKernel(const __grid_constant__ acuSymm a) {
+  if (threadIdx.x == 0 && a.collSeq) stVolatile(a.opWord, (uint64_t)a.collSeq << 32 | a.sig);
   if (a.algo >= ACU_SYMM_LL_AR) {
     llAlgo(a);
     return;
   }
   __shared__ uint64_t e0;
-  if (threadIdx.x == 0) {
-    e0 = a.epoch[blockIdx.x];
-    if (a.collSeq) stVolatile(a.opWord, (uint64_t)a.collSeq << 32 | a.sig);
-  }
+  if (threadIdx.x == 0) e0 = a.epoch[blockIdx.x];
   __syncthreads();
   if (!barrier(a, e0 + 1, false)) return;
   switch (a.algo == ACU_SYMM_AG ? -1 : (int)a.type) {

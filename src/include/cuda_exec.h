@@ -61,9 +61,9 @@ enum { ACU_FLAG_FENCE_SC = 1, ACU_FLAG_HOST_OPWORD = 2 };
 enum { ACU_ERR_NONE = 0, ACU_ERR_SIZE = 1, ACU_ERR_TIMEOUT = 2, ACU_ERR_MISMATCH = 3, ACU_ERR_POISONED = 4 };
 /* Mismatch detection (docs/failures.md): a simple slot's size word is
  * bytes | tag << 32, an LL line's second flag is its first (step + 1) xor
- * the tag. Collectives: ACU_TAG_COLL | (collective number & 0xff) << 22 |
- * 22-bit hash of (func, count, type, op, root), in acuPhase.sig (groups with
- * send/recv: ACU_TAG_COLL | 30-bit hash); send/recv: ACU_TAG_P2P | 24-bit hash of the whole
+ * the tag. Collectives: ACU_TAG_COLL | (collective number - 1) % 255 + 1 << 22
+ * | 22-bit hash of (func, count, type, op, root), in acuPhase.sig (groups with
+ * send/recv: number field 0); send/recv: ACU_TAG_P2P | 24-bit hash of the whole
  * send's bytes, carried in bits 40-63 of each acuOp.bytes. A stopping lane
  * writes ACU_POISON | rank into the tails and heads of its same-host
  * connections, and a 0-byte slot tagged ACU_TAG_POISON into its network
