@@ -80,6 +80,20 @@ __global__ void devapiKernel(ncclWindow_t sendWin, ncclWindow_t recvWin, ncclWin
 
 static float sendValue(int r, size_t i) { return (float)((r + 1) * 1000 + (int)(i % 997)); }
 
+
+/* The device communicator every mode here uses: barriers and GIN signals per
+ * block, one counter, the LL all-to-all. */
+static ncclResult_t devCommCreate(ncclComm_t comm, ncclDevComm* dc) {
+  ncclDevCommRequirements reqs;
+  memset(&reqs, 0, sizeof(reqs));
+  reqs.lsaBarrierCount = BLOCKS;
+  reqs.barrierCount = BLOCKS;
+  reqs.ginSignalCount = BLOCKS;
+  reqs.ginCounterCount = 1;
+  reqs.lsaLLA2ABlockCount = 1;
+  reqs.lsaLLA2ASlotCount = LL_SLOTS;
+  return ncclDevCommCreate(comm, &reqs, dc);
+}
 static int runRank(int rank, int n, ncclUniqueId id, int iters) {
   CHECK(cudaSetDevice(rank));
   ncclComm_t comm;
@@ -97,16 +111,8 @@ static int runRank(int rank, int n, ncclUniqueId id, int iters) {
   CHECK(ncclCommWindowRegister(comm, send, count * sizeof(float), &sw, NCCL_WIN_COLL_SYMMETRIC));
   CHECK(ncclCommWindowRegister(comm, recv, count * sizeof(float), &rw, NCCL_WIN_COLL_SYMMETRIC));
   CHECK(ncclCommWindowRegister(comm, gin, n * block * sizeof(float), &gw, NCCL_WIN_COLL_SYMMETRIC));
-  ncclDevCommRequirements reqs;
-  memset(&reqs, 0, sizeof(reqs));
-  reqs.lsaBarrierCount = BLOCKS;
-  reqs.barrierCount = BLOCKS;
-  reqs.ginSignalCount = BLOCKS;
-  reqs.ginCounterCount = 1;
-  reqs.lsaLLA2ABlockCount = 1;
-  reqs.lsaLLA2ASlotCount = LL_SLOTS;
   ncclDevComm dc;
-  CHECK(ncclDevCommCreate(comm, &reqs, &dc));
+  CHECK(devCommCreate(comm, &dc));
   int bad = 0;
   for (int it = 0; it < iters && !bad; it++) {
     CHECK(cudaMemset(recv, 0, count * sizeof(float)));
@@ -160,16 +166,8 @@ static int runStuck(int rank, int n, ncclUniqueId id, int useAbort) {
   CHECK(cudaMalloc(&llOut, 64 * sizeof(float)));
   ncclWindow_t w;
   CHECK(ncclCommWindowRegister(comm, buf, 1 << 20, &w, NCCL_WIN_COLL_SYMMETRIC));
-  ncclDevCommRequirements reqs;
-  memset(&reqs, 0, sizeof(reqs));
-  reqs.lsaBarrierCount = BLOCKS;
-  reqs.barrierCount = BLOCKS;
-  reqs.ginSignalCount = BLOCKS;
-  reqs.ginCounterCount = 1;
-  reqs.lsaLLA2ABlockCount = 1;
-  reqs.lsaLLA2ASlotCount = LL_SLOTS;
   ncclDevComm dc;
-  CHECK(ncclDevCommCreate(comm, &reqs, &dc));
+  CHECK(devCommCreate(comm, &dc));
   int bad = 0;
   if (rank != 0) {
     auto t0 = std::chrono::steady_clock::now();
