@@ -80,7 +80,6 @@ __global__ void devapiKernel(ncclWindow_t sendWin, ncclWindow_t recvWin, ncclWin
 
 static float sendValue(int r, size_t i) { return (float)((r + 1) * 1000 + (int)(i % 997)); }
 
-
 /* The device communicator every mode here uses: barriers and GIN signals per
  * block, one counter, the LL all-to-all. */
 static ncclResult_t devCommCreate(ncclComm_t comm, ncclDevComm* dc) {
@@ -94,6 +93,7 @@ static ncclResult_t devCommCreate(ncclComm_t comm, ncclDevComm* dc) {
   reqs.lsaLLA2ASlotCount = LL_SLOTS;
   return ncclDevCommCreate(comm, &reqs, dc);
 }
+
 static int runRank(int rank, int n, ncclUniqueId id, int iters) {
   CHECK(cudaSetDevice(rank));
   ncclComm_t comm;
