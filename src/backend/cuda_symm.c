@@ -7,7 +7,13 @@
  * ANYCCL_CUDA_SYMM_MAX bytes. Window registration is collective and the
  * choice depends only on the call's arguments, so every rank decides alike
  * (as with NCCL, a program that registers on some ranks only is wrong; its
- * waits end at ANYCCL_OP_TIMEOUT or at the op-word check). */
+ * waits end at ANYCCL_OP_TIMEOUT or at the op-word check).
+ *
+ * Small messages (up to ANYCCL_CUDA_SYMM_LL per rank) need no window: the
+ * LL kernels read only this rank's input, store lines into the peers'
+ * segments (mapped at init) and write only this rank's output, so every
+ * all-reduce, all-gather and reduce-scatter of that size on one host takes
+ * them, registered or not. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -22,8 +28,7 @@ static int symmType(ncclDataType_t t) { return t == ncclFloat32 || t == ncclFloa
 
 int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* stream, ncclResult_t* res) {
   const int n = comm->nRanks;
-  if (comm->windows == NULL || n < 2 || n > ACU_SYMM_MAX_RANKS || !anycclParamInt(PARAM_CUDA_SYMM) || !acuLaunchSymm)
-    return 0;
+  if (n < 2 || n > ACU_SYMM_MAX_RANKS || !anycclParamInt(PARAM_CUDA_SYMM) || !acuLaunchSymm) return 0;
   const int func = ph->func;
   const int reduce = func == FUNC_ALLREDUCE || func == FUNC_REDUCESCATTER;
   if (func != FUNC_ALLREDUCE && func != FUNC_ALLGATHER && func != FUNC_REDUCESCATTER) return 0;
@@ -35,14 +40,25 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   if (bytes == 0 || most > (size_t)anycclParamInt(PARAM_CUDA_SYMM_MAX)) return 0;
   for (int q = 0; q < n; q++)
     if (anycclCudaMailbox(comm, q) == NULL) return 0; /* a peer not mapped here */
+  /* LL lines go through the segments: any buffers will do (unless the user
+   * forced an algorithm or the simple protocol) */
+  const size_t llMax = (size_t)ACU_SYMM_LL_BLOCKS * ACU_SYMM_LL_LINES * 8;
+  const int64_t ll = anycclParamInt(PARAM_CUDA_SYMM_LL);
+  const int useLL = ll > 0 && bytes <= (size_t)ll && bytes <= llMax && comm->forceAlgo < 0 && comm->llThreshold > 0;
   struct acuSymm a;
   memset(&a, 0, sizeof(a));
-  if (!anycclWinSymmetric(comm, ph->in, inBytes, a.in) || !anycclWinSymmetric(comm, ph->out, outBytes, a.out))
-    return 0;
+  if (comm->windows == NULL || !anycclWinSymmetric(comm, ph->in, inBytes, a.in) ||
+      !anycclWinSymmetric(comm, ph->out, outBytes, a.out)) {
+    if (!useLL) return 0;
+    memset(&a, 0, sizeof(a));
+    a.in[comm->rank] = (char*)ph->in; /* LL reads and writes only its own buffers */
+    a.out[comm->rank] = ph->out;
+  }
 
   const size_t vecElems = 16 / es;
   int vec = 1;
   for (int q = 0; q < n; q++) vec &= ((uintptr_t)a.in[q] % 16 == 0) && ((uintptr_t)a.out[q] % 16 == 0);
+  /* (the LL kernels ignore vec and the peers' buffers) */
   if (func != FUNC_ALLREDUCE) vec &= bytes % 16 == 0; /* rank blocks start at rank * bytes */
   a.algo = func == FUNC_ALLGATHER ? ACU_SYMM_AG
            : func == FUNC_REDUCESCATTER ? ACU_SYMM_RS
@@ -75,9 +91,7 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   if (blocks < 1) blocks = 1;
   if (blocks > ACU_SYMM_MAX_BLOCKS) blocks = ACU_SYMM_MAX_BLOCKS;
   /* small: LL lines, a.count in bytes (a rank's message), 256+ lines a block */
-  const size_t llMax = (size_t)ACU_SYMM_LL_BLOCKS * ACU_SYMM_LL_LINES * 8;
-  const int64_t ll = anycclParamInt(PARAM_CUDA_SYMM_LL);
-  if (ll > 0 && bytes <= (size_t)ll && bytes <= llMax) {
+  if (useLL) {
     a.algo = func == FUNC_ALLGATHER ? ACU_SYMM_LL_AG : func == FUNC_REDUCESCATTER ? ACU_SYMM_LL_RS : ACU_SYMM_LL_AR;
     a.count = bytes;
     const size_t lines = (bytes + 7) / 8;
