@@ -97,12 +97,12 @@ __global__ void bidirKernel(struct anycclPortChannel ch, int rank, uint64_t byte
     *result = iters > 0 ? bidirRounds(ch, rank, bytes, iters) : pairBarrierDev(ch);
 }
 static ncclResult_t runRounds(struct anycclPortChannel* ch, int rank, uint64_t bytes, int iters) {
-  int* res;
+  static __thread int* res; /* the rank's result word, allocated once (not in the timed rounds) */
   int h = ncclUnhandledCudaError;
-  if (cudaMallocManaged((void**)&res, sizeof(int), cudaMemAttachGlobal) != cudaSuccess) return ncclUnhandledCudaError;
+  if (res == NULL && cudaMallocManaged((void**)&res, sizeof(int), cudaMemAttachGlobal) != cudaSuccess)
+    return ncclUnhandledCudaError;
   bidirKernel<<<1, 1>>>(*ch, rank, bytes, iters, res);
   if (cudaDeviceSynchronize() == cudaSuccess) h = *res;
-  cudaFree(res);
   return (ncclResult_t)h;
 }
 #else
@@ -112,16 +112,72 @@ static ncclResult_t runRounds(struct anycclPortChannel* ch, int rank, uint64_t b
 #endif
 
 /* ---- the host side ---------------------------------------------------------- */
-/* The reference copy: memcpy on the host (cpu backend: device memory is
- * host memory), a device-to-device cudaMemcpy on GPUs. */
-static void refCopy(int rank, char* dst, const char* src, size_t n) {
+/* The reference copy, what the two proxies do during the puts: on the cpu
+ * backend a memcpy (device memory is host memory); on GPUs a copy-engine copy
+ * of N bytes into the peer's GPU (cudaMemcpyAsync, peer access or CUDA IPC),
+ * or a local device copy between virtual hosts (no peer path there). */
+static int gHosts; /* -m hosts */
+struct refPath {
+  char* dst; /* where this rank's reference copy lands */
 #if defined(__CUDACC__)
-  CUCK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice));
-#else
-  (void)rank;
-  memcpy(dst, src, n);
+  cudaStream_t stream;
+  int opened; /* dst came from cudaIpcOpenMemHandle */
 #endif
+};
+#if defined(__CUDACC__)
+struct refInfo { cudaIpcMemHandle_t h; uint64_t ptr; int pid, dev; };
+/* Each rank's landing buffer, all-gathered through the communicator. */
+static void refSetup(struct refPath* p, ncclComm_t comm, int rank, int dev, char* landing) {
+  p->dst = landing;
+  p->opened = 0;
+  CUCK(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking));
+  if (gHosts) return;
+  struct refInfo mine, all[2], *dMine, *dAll;
+  memset(&mine, 0, sizeof(mine));
+  CUCK(cudaIpcGetMemHandle(&mine.h, landing));
+  mine.ptr = (uint64_t)(uintptr_t)landing;
+  mine.pid = (int)getpid();
+  mine.dev = dev;
+  CUCK(cudaMalloc((void**)&dMine, sizeof(mine)));
+  CUCK(cudaMalloc((void**)&dAll, sizeof(all)));
+  CUCK(cudaMemcpy(dMine, &mine, sizeof(mine), cudaMemcpyHostToDevice));
+  CK(ncclAllGather(dMine, dAll, sizeof(mine), ncclChar, comm, p->stream));
+  CUCK(cudaStreamSynchronize(p->stream));
+  CUCK(cudaMemcpy(all, dAll, sizeof(all), cudaMemcpyDeviceToHost));
+  CUCK(cudaFree(dMine));
+  CUCK(cudaFree(dAll));
+  const struct refInfo* peer = &all[1 - rank];
+  if (peer->pid == mine.pid) {
+    cudaError_t e = cudaDeviceEnablePeerAccess(peer->dev, 0);
+    if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) CUCK(e);
+    (void)cudaGetLastError();
+    p->dst = (char*)(uintptr_t)peer->ptr;
+  } else {
+    CUCK(cudaIpcOpenMemHandle((void**)&p->dst, peer->h, cudaIpcMemLazyEnablePeerAccess));
+    p->opened = 1;
+  }
 }
+static void refTeardown(struct refPath* p, int rank) {
+  if (p->opened) CUCK(cudaIpcCloseMemHandle(p->dst));
+  CUCK(cudaStreamDestroy(p->stream));
+}
+static void refCopy(int rank, struct refPath* p, const char* src, size_t n) {
+  CUCK(cudaMemcpyAsync(p->dst, src, n, cudaMemcpyDefault, p->stream));
+  CUCK(cudaStreamSynchronize(p->stream));
+}
+static const char* refName(void) { return gHosts ? "local device copy" : "copy engine into the peer"; }
+#else
+static void refSetup(struct refPath* p, ncclComm_t comm, int rank, int dev, char* landing) {
+  (void)comm, (void)rank, (void)dev;
+  p->dst = landing;
+}
+static void refTeardown(struct refPath* p, int rank) { (void)p, (void)rank; }
+static void refCopy(int rank, struct refPath* p, const char* src, size_t n) {
+  (void)rank;
+  memcpy(p->dst, src, n);
+}
+static const char* refName(void) { return "memcpy"; }
+#endif
 
 static int cmpDouble(const void* a, const void* b) {
   double x = *(const double*)a, y = *(const double*)b;
@@ -168,6 +224,8 @@ static int runRank(ncclComm_t comm, int rank, int dev) {
   struct anycclPortChannel ch;
   CK(anycclPortChannelCreate(svc, sem, remote, local, &ch));
   CK(anycclProxyServiceStart(svc));
+  struct refPath ref;
+  refSetup(&ref, comm, rank, dev, mB);
   if (rank == 0) printf("GPU %d: Preparing for tests ...\n", dev);
   int failed = 0;
   for (int k = 0; k < nSizes(); k++) {
@@ -190,8 +248,9 @@ static int runRank(ncclComm_t comm, int rank, int dev) {
     }
     /* Memory bandwidth in the same run, interleaved with single put rounds
      * so that both see the same machine (others may be busy): round i is a
-     * put round, then a memcpy of n bytes by both ranks at once (as their
-     * proxies copy at once during the puts); medians. Then rank 0 alone. */
+     * put round, then the reference copy of n bytes by both ranks at once
+     * (as their proxies copy at once during the puts); medians. Then rank 0
+     * alone. */
     double* tp = (double*)malloc(2 * iters * sizeof(double));
     double* tc = tp + iters;
     for (int i = 0; i < iters; i++) {
@@ -201,27 +260,28 @@ static int runRank(ncclComm_t comm, int rank, int dev) {
       tp[i] = nowMs() - c0;
       pairBarrier(&ch, rank);
       c0 = nowMs();
-      refCopy(rank, mB, mA, n);
+      refCopy(rank, &ref, mA, n);
       tc[i] = nowMs() - c0;
     }
     pairBarrier(&ch, rank);
     double alone = 0;
     if (rank == 0) {
       double c0 = nowMs();
-      for (int i = 0; i < iters; i++) refCopy(rank, mB, mA, n);
+      for (int i = 0; i < iters; i++) refCopy(rank, &ref, mA, n);
       alone = (nowMs() - c0) / iters;
     }
     pairBarrier(&ch, rank);
     if (rank == 0) {
       double mp = median(tp, iters), mc = median(tc, iters);
       printf("GPU %d: [Bidir PutWithSignal] bytes %zu, elapsed %g ms/iter, BW %g GB/s\n", dev, n, ms, n / ms / 1e6);
-      printf("GPU %d: [memcpy same run] bytes %zu, interleaved medians: put %g GB/s, memcpy (both ranks at once) %g "
-             "GB/s, put/memcpy %.2f; memcpy one rank alone %g GB/s\n",
-             dev, n, n / mp / 1e6, n / mc / 1e6, mc / mp, n / alone / 1e6);
+      printf("GPU %d: [reference same run] bytes %zu, interleaved medians: put %g GB/s, %s (both ranks at once) %g "
+             "GB/s, put/reference %.2f; one rank alone %g GB/s\n",
+             dev, n, n / mp / 1e6, refName(), n / mc / 1e6, mc / mp, n / alone / 1e6);
       fflush(stdout);
     }
     free(tp);
   }
+  refTeardown(&ref, rank);
   CK(anycclProxyServiceStop(svc));
   CK(anycclProxyServiceDestroy(svc));
   CUCK(cudaFree(buf));
@@ -267,7 +327,8 @@ int main(int argc, char** argv) {
     ncclUniqueId id;
     unhexId(argv[3], &id);
     ncclComm_t comm;
-    int dev = getenv("NCCL_HOSTID") ? 0 : rank; /* each virtual host has its own devices */
+    gHosts = getenv("NCCL_HOSTID") != NULL;
+    int dev = gHosts ? 0 : rank; /* each virtual host has its own devices */
     CUCK(cudaSetDevice(dev));
     CK(ncclCommInitRank(&comm, 2, id, rank));
     int r = runRank(comm, rank, dev);

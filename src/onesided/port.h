@@ -90,6 +90,7 @@ struct anycclProxyService {
   uint64_t* trig;
   uint64_t* trigDev;
   uint64_t* head;   /* device memory on GPUs */
+  uint64_t* sigVals; /* GPUs: pinned sources of the semaphore copies, one per in-flight slot */
   uint32_t fifoSize;
   uint64_t tail;    /* proxy thread only */
   int efd;

@@ -167,20 +167,26 @@ void portSetError(struct anycclProxyService* s, ncclResult_t err) {
 
 /* ---- moving bytes --------------------------------------------------------------- */
 
+/* GPUs: room for one more tracked trigger (waits for the oldest when all
+ * CUDA_INFLIGHT are in flight). Called before a trigger's copies are
+ * enqueued: slot infTail's signal value must not be in use. */
+static ncclResult_t cudaRoom(struct anycclProxyService* s) {
+  if (s->infTail - s->infHead < CUDA_INFLIGHT) return ncclSuccess;
+  struct portInflight* f = &s->inflight[s->infHead % CUDA_INFLIGHT];
+  uint64_t start = nowNs();
+  while (anycclRt.eventQuery(f->event) != 0) {
+    if (s->timeoutNs && nowNs() - start > s->timeoutNs) {
+      WARN("port proxy: a copy on the proxy stream did not finish in %.1f s", s->timeoutNs / 1e9);
+      return ncclSystemError;
+    }
+    sched_yield();
+  }
+  s->infHead++;
+  return ncclSuccess;
+}
+
 /* GPUs: remember the trigger an operation on the proxy stream belongs to. */
 static ncclResult_t cudaTrack(struct anycclProxyService* s, uint64_t seq) {
-  if (s->infTail - s->infHead == CUDA_INFLIGHT) { /* full: wait for the oldest */
-    struct portInflight* f = &s->inflight[s->infHead % CUDA_INFLIGHT];
-    uint64_t start = nowNs();
-    while (anycclRt.eventQuery(f->event) != 0) {
-      if (s->timeoutNs && nowNs() - start > s->timeoutNs) {
-        WARN("port proxy: a copy on the proxy stream did not finish in %.1f s", s->timeoutNs / 1e9);
-        return ncclSystemError;
-      }
-      sched_yield();
-    }
-    s->infHead++;
-  }
   struct portInflight* f = &s->inflight[s->infTail % CUDA_INFLIGHT];
   if (f->event == NULL) CUDACHECK(anycclRt.eventCreateWithFlags((cudaEvent_t*)&f->event, 2 /* disable timing */));
   CUDACHECK(anycclRt.eventRecord((cudaEvent_t)f->event, (cudaStream_t)s->stream));
@@ -205,10 +211,12 @@ ncclResult_t portBumpSlot(struct anycclProxyService* s, struct anycclSemSlot* sl
     anycclPortHostSignal(&slot->value, &slot->sleepers);
     return ncclSuccess;
   }
-  /* the new value, copied after the puts before it on the same stream (a
-   * pageable source is staged before the call returns) */
-  uint64_t v = ++*sent;
-  CUDACHECK(anycclRt.memcpyAsync(&slot->value, &v, sizeof(v), (cudaStream_t)s->stream));
+  /* the new value, copied after the puts before it on the same stream, from
+   * this trigger's pinned slot (cudaRoom made it free; a pageable source
+   * would be staged by the driver first) */
+  uint64_t* v = &s->sigVals[s->infTail % CUDA_INFLIGHT];
+  *v = ++*sent;
+  CUDACHECK(anycclRt.memcpyAsync(&slot->value, v, sizeof(*v), (cudaStream_t)s->stream));
   return ncclSuccess;
 }
 
@@ -261,6 +269,7 @@ static ncclResult_t handleTrigger(struct anycclProxyService* s, uint64_t w0, uin
   }
   uint64_t bytes = t.bytes, srcOff = t.srcOff, dstOff = t.dstOff;
   struct portChan* c = &s->chans[t.chan];
+  if (s->cuda && (type & (ANYCCL_TRIG_PUT | ANYCCL_TRIG_SIGNAL))) NCCLCHECK(cudaRoom(s));
   if (type & ANYCCL_TRIG_PUT) {
     struct portMem* dst = &s->mems[c->dst];
     struct portMem* src = &s->mems[c->src];
@@ -397,6 +406,8 @@ static ncclResult_t allocShared(struct anycclProxyService* s) {
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->shared, (void**)&s->sharedDev, sizeof(*s->shared)));
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->trig, (void**)&s->trigDev, trigBytes));
     CUDACHECK(anycclRt.malloc((void**)&s->head, sizeof(uint64_t)));
+    void* unusedDev;
+    CUDACHECK(anycclRt.hostAllocMapped((void**)&s->sigVals, &unusedDev, CUDA_INFLIGHT * sizeof(uint64_t)));
     uint64_t zero = 0;
     CUDACHECK(anycclRt.memcpy(s->head, &zero, sizeof(zero)));
     CUDACHECK(anycclRt.streamCreateNonBlocking((cudaStream_t*)&s->stream));
@@ -538,6 +549,7 @@ PORT_API ncclResult_t anycclProxyServiceDestroy(anycclProxyService_t s) {
     if (s->shared) anycclRt.freeHost(s->shared);
     if (s->trig) anycclRt.freeHost(s->trig);
     if (s->head) anycclRt.free(s->head);
+    if (s->sigVals) anycclRt.freeHost(s->sigVals);
   } else {
     free(s->shared);
     free(s->trig);
