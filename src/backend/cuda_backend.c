@@ -60,8 +60,8 @@ static int nFifos(const struct ncclComm* comm) { return comm->nChannels + comm->
 /* The heads (64 bytes each), then the mismatch mailbox word (cuda_exec.h). */
 static size_t mailboxOff(const struct ncclComm* comm) { return (size_t)nFifos(comm) * 64; }
 static size_t headsBytes(const struct ncclComm* comm) {
-  /* + mailbox, op word; symmetric barrier pads and LL lines */
-  return alignUp(mailboxOff(comm) + 64 + ACU_SYMM_PAD_BYTES + ACU_SYMM_LL_BYTES, 4096);
+  /* + mailbox, op word; symmetric barrier pads, LL lines, staging area */
+  return alignUp(mailboxOff(comm) + ACU_SYMM_STAGE_OFF + anycclCudaStageBytes(), 4096);
 }
 char* anycclCudaMailbox(const struct ncclComm* comm, int q) {
   return comm->devPeerBase && comm->devPeerBase[q] ? comm->devPeerBase[q] + mailboxOff(comm) : NULL;

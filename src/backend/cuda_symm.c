@@ -13,7 +13,10 @@
  * LL kernels read only this rank's input, store lines into the peers'
  * segments (mapped at init) and write only this rank's output, so every
  * all-reduce, all-gather and reduce-scatter of that size on one host takes
- * them, registered or not. */
+ * them, registered or not. Larger ones up to ANYCCL_CUDA_SYMM_STAGE on
+ * buffers outside windows go through each rank's staging area (in its
+ * segment, mapped by every peer): copy in, the same two-barrier reduction
+ * or gather over the peers' areas, copy out. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -25,6 +28,13 @@
 #include "plan.h"
 
 static int symmType(ncclDataType_t t) { return t == ncclFloat32 || t == ncclFloat16 || t == ncclBfloat16; }
+
+size_t anycclCudaStageBytes(void) {
+  int64_t v = anycclParamInt(PARAM_CUDA_SYMM_STAGE);
+  if (v <= 0) return 0;
+  if (v > ((int64_t)1 << 30)) v = (int64_t)1 << 30;
+  return ((size_t)v + 255) / 256 * 256;
+}
 
 int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* stream, ncclResult_t* res) {
   const int n = comm->nRanks;
@@ -47,12 +57,22 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   const int useLL = ll > 0 && bytes <= (size_t)ll && bytes <= llMax && comm->forceAlgo < 0 && comm->llThreshold > 0;
   struct acuSymm a;
   memset(&a, 0, sizeof(a));
+  int staged = 0;
   if (comm->windows == NULL || !anycclWinSymmetric(comm, ph->in, inBytes, a.in) ||
       !anycclWinSymmetric(comm, ph->out, outBytes, a.out)) {
-    if (!useLL) return 0;
     memset(&a, 0, sizeof(a));
-    a.in[comm->rank] = (char*)ph->in; /* LL reads and writes only its own buffers */
-    a.out[comm->rank] = ph->out;
+    if (useLL) {
+      a.in[comm->rank] = (char*)ph->in; /* LL reads and writes only its own buffers */
+      a.out[comm->rank] = ph->out;
+    } else if (most <= anycclCudaStageBytes() && comm->forceAlgo < 0) {
+      staged = 1; /* the kernels read and write the peers' staging areas */
+      for (int q = 0; q < n; q++) a.in[q] = a.out[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_STAGE_OFF;
+      a.uin = (char*)ph->in;
+      a.uout = ph->out;
+      if (func == FUNC_REDUCESCATTER) a.out[comm->rank] = ph->out; /* reduced straight into it */
+    } else {
+      return 0;
+    }
   }
 
   const size_t vecElems = 16 / es;
@@ -65,6 +85,8 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
            /* in place, one-shot would overwrite an input its peers still read */
            : bytes <= (size_t)anycclParamInt(PARAM_CUDA_SYMM_ONESHOT) && ph->in != ph->out ? ACU_SYMM_AR1
                                                                                          : ACU_SYMM_AR2;
+  if (staged) /* all-reduce: two-shot within the staging areas */
+    a.algo = func == FUNC_ALLGATHER ? ACU_SYMM_ST_AG : func == FUNC_REDUCESCATTER ? ACU_SYMM_ST_RS : ACU_SYMM_ST_AR;
   /* two-shot: each rank's share a whole number of vectors */
   a.chunk = ((ph->count + n - 1) / n + vecElems - 1) / vecElems * vecElems;
   a.count = func == FUNC_ALLGATHER ? bytes : ph->count;
@@ -85,7 +107,7 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   a.type = (uint8_t)ph->op.type;
   a.vec = (uint8_t)vec;
   /* blocks: the work each does (the part of the data this rank moves) */
-  size_t work = a.algo == ACU_SYMM_AR2 ? (size_t)a.chunk * es : bytes;
+  size_t work = a.algo == ACU_SYMM_AR2 || a.algo == ACU_SYMM_ST_AR ? (size_t)a.chunk * es : bytes;
   size_t per = (size_t)anycclParamInt(PARAM_CUDA_SYMM_BLOCK_BYTES);
   size_t blocks = per ? (work + per - 1) / per : 1;
   if (blocks < 1) blocks = 1;

@@ -105,7 +105,7 @@ __device__ bool stalled(const acuSymm& a, int peer, uint64_t* start) {
 /* The barrier of block b: signal every peer's count for (b, me), then wait
  * until each peer's count for (b, peer) in my pad reaches e. False (after
  * the report) on abort, timeout or a peer that started another collective. */
-__device__ bool barrier(const acuSymm& a, uint64_t e, bool release) {
+__device__ bool barrier(const acuSymm& a, uint64_t e, bool release, bool check = false) {
   __syncthreads();
   const int p = threadIdx.x;
   bool ok = true;
@@ -121,6 +121,10 @@ __device__ bool barrier(const acuSymm& a, uint64_t e, bool release) {
         ok = false;
         break;
       }
+    /* past the first barrier the peer runs this collective (it cannot start
+     * another before the second): a peer that called it with other
+     * arguments shows in its op word even when neither had to wait */
+    if (ok && check && acuOpDiffers(a.collSeq, a.sig, a.mailboxes[p])) ok = !stalled(a, p, &start);
   }
   return __syncthreads_and(ok);
 }
@@ -182,6 +186,72 @@ __device__ void reduceRange(const acuSymm& a, uint64_t inOff, uint64_t outOff, u
   for (uint64_t k = tail + threadIdx.x; k < end; k += blockDim.x) reduceOne<TY>(a, inOff, outOff, k, all);
 }
 
+/* Bytes [beg, end) of src to dst, 16 bytes a thread where the two share
+ * their alignment. */
+__device__ void copyBytes(char* dst, const char* src, uint64_t beg, uint64_t end) {
+  uint64_t vb = end, ve = end;
+  if ((((uintptr_t)dst ^ (uintptr_t)src) & 15) == 0) {
+    vb = beg + ((16 - (((uintptr_t)dst + beg) & 15)) & 15);
+    if (vb > end) vb = end;
+    ve = vb + (end - vb) / 16 * 16;
+    constexpr int U = 4;
+    const uint64_t n16 = (ve - vb) / 16;
+    const uint4* s4 = (const uint4*)(src + vb);
+    uint4* d4 = (uint4*)(dst + vb);
+    for (uint64_t v = threadIdx.x; v < n16; v += (uint64_t)blockDim.x * U) {
+      uint4 x[U];
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (v + (uint64_t)u * blockDim.x < n16) x[u] = __ldcg(s4 + v + (uint64_t)u * blockDim.x);
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (v + (uint64_t)u * blockDim.x < n16) d4[v + (uint64_t)u * blockDim.x] = x[u];
+    }
+  }
+  for (uint64_t k = beg + threadIdx.x; k < vb; k += blockDim.x) dst[k] = src[k];
+  for (uint64_t k = ve + threadIdx.x; k < end; k += blockDim.x) dst[k] = src[k];
+}
+
+/* Staged collectives: block b of every rank handles the same share of the
+ * data, so before the first barrier block b copies into my staging area
+ * what blocks b of my peers will read (all-reduce: its share of every
+ * rank's chunk; reduce-scatter: its share of every rank's block), and after
+ * the second it copies out what they wrote. Units: elements of es bytes
+ * (all-gather: bytes, es 1). */
+__device__ void stageCopy(const acuSymm& a, uint64_t es, bool in) {
+  uint64_t beg, end;
+  const uint64_t al = a.vec ? 16 / es : 1;
+  char* stage = a.in[a.rank];
+  if (a.algo == ACU_SYMM_ST_AG) {
+    share(a.count, a.vec ? 16 : 1, &beg, &end);
+    copyBytes(stage, a.uin, beg, end);
+    return;
+  }
+  for (int q = 0; q < a.nranks; q++) {
+    uint64_t c0, len;
+    if (a.algo == ACU_SYMM_ST_AR) {
+      c0 = a.chunk * q < a.count ? a.chunk * q : a.count;
+      len = (c0 + a.chunk < a.count ? c0 + a.chunk : a.count) - c0;
+    } else { /* reduce-scatter: rank q's block of my input */
+      c0 = a.count * q;
+      len = a.count;
+    }
+    share(len, al, &beg, &end);
+    if (in) copyBytes(stage, a.uin, (c0 + beg) * es, (c0 + end) * es);
+    else copyBytes(a.uout, stage, (c0 + beg) * es, (c0 + end) * es);
+  }
+}
+
+/* Staged all-gather: every rank's staged input into my output. */
+__device__ void stagedGather(const acuSymm& a) {
+  uint64_t beg, end;
+  share(a.count, a.vec ? 16 : 1, &beg, &end);
+  for (int i = 0; i < a.nranks; i++) {
+    const int q = (a.rank + i) % a.nranks; /* start at my own: no two ranks read one peer at once */
+    copyBytes(a.uout + a.count * q, q == a.rank ? a.uin : a.in[q], beg, end);
+  }
+}
+
 template <int TY>
 __device__ void reduceAlgo(const acuSymm& a) {
   uint64_t beg, end;
@@ -189,12 +259,12 @@ __device__ void reduceAlgo(const acuSymm& a) {
   if (a.algo == ACU_SYMM_AR1) {
     share(a.count, al, &beg, &end);
     reduceRange<TY>(a, 0, 0, beg, end, false);
-  } else if (a.algo == ACU_SYMM_AR2) {
+  } else if (a.algo == ACU_SYMM_AR2 || a.algo == ACU_SYMM_ST_AR) {
     const uint64_t c0 = a.chunk * a.rank < a.count ? a.chunk * a.rank : a.count;
     const uint64_t c1 = c0 + a.chunk < a.count ? c0 + a.chunk : a.count;
     share(c1 - c0, al, &beg, &end);
     reduceRange<TY>(a, c0, c0, beg, end, true);
-  } else { /* reduce-scatter: my block of every input into my output */
+  } else { /* reduce-scatter (ST_RS: out[rank] is my own output): my block of every input into my output */
     share(a.count, al, &beg, &end);
     reduceRange<TY>(a, a.count * a.rank, 0, beg, end, false);
   }
@@ -374,14 +444,20 @@ __global__ void __launch_bounds__(ACU_THREADS, 1) symmKernel(const __grid_consta
   __shared__ uint64_t e0;
   if (threadIdx.x == 0) e0 = a.epoch[blockIdx.x];
   __syncthreads();
-  if (!barrier(a, e0 + 1, false)) return;
-  switch (a.algo == ACU_SYMM_AG ? -1 : (int)a.type) {
+  const bool staged = a.algo >= ACU_SYMM_ST_AR && a.algo <= ACU_SYMM_ST_RS;
+  const uint64_t es = a.algo == ACU_SYMM_ST_AG ? 1 : a.type == T_F32 ? 4 : 2;
+  if (staged) stageCopy(a, es, true);
+  /* (the staged copies must be visible to the peers: release) */
+  if (!barrier(a, e0 + 1, staged, true)) return;
+  switch (a.algo == ACU_SYMM_AG ? -1 : a.algo == ACU_SYMM_ST_AG ? -2 : (int)a.type) {
     case -1: gatherPush(a); break;
+    case -2: stagedGather(a); break;
     case T_F16: reduceAlgo<T_F16>(a); break;
     case T_BF16: reduceAlgo<T_BF16>(a); break;
     default: reduceAlgo<T_F32>(a); break;
   }
   if (!barrier(a, e0 + 2, true)) return;
+  if (a.algo == ACU_SYMM_ST_AR) stageCopy(a, es, false);
   if (threadIdx.x == 0) a.epoch[blockIdx.x] = e0 + 2;
 }
 

@@ -199,6 +199,7 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
 /* The segment's mismatch mailbox (+0), op word (+8) and symmetric-kernel
  * barrier pads (+64) of rank q, as mapped here (cuda_exec.h). */
 char* anycclCudaMailbox(const struct ncclComm* comm, int q);
+size_t anycclCudaStageBytes(void); /* ANYCCL_CUDA_SYMM_STAGE, rounded: the staging area in each segment */
 /* A collective phase's operation tag (cuda_exec.h) for the plan being launched. */
 uint32_t anycclCudaPhaseTag(const struct ncclComm* comm, const struct anycclPhase* ph);
 /* The network proxy received a slot tagged `tag` from `peer` (0: none, look

@@ -194,10 +194,16 @@ struct acuPhase {
 #define ACU_SYMM_MAX_BLOCKS 128
 #define ACU_SYMM_LL_BLOCKS 16
 #define ACU_SYMM_LL_LINES 1024 /* per block, parity and source: 8 KB of data */
-enum { ACU_SYMM_AR1 = 0, ACU_SYMM_AR2, ACU_SYMM_AG, ACU_SYMM_RS, ACU_SYMM_LL_AR, ACU_SYMM_LL_AG, ACU_SYMM_LL_RS };
+enum {
+  ACU_SYMM_AR1 = 0, ACU_SYMM_AR2, ACU_SYMM_AG, ACU_SYMM_RS, /* over windows, between two barriers */
+  ACU_SYMM_ST_AR, ACU_SYMM_ST_AG, ACU_SYMM_ST_RS,           /* any buffers: through the staging areas */
+  ACU_SYMM_LL_AR, ACU_SYMM_LL_AG, ACU_SYMM_LL_RS            /* any buffers: LL lines, no barrier */
+};
 struct acuSymm {
   char* in[ACU_SYMM_MAX_RANKS];   /* every rank's input, as mapped here */
   char* out[ACU_SYMM_MAX_RANKS];  /* every rank's output */
+  char* uin;           /* staged (ACU_SYMM_ST_*): this rank's input and output; in[q] = out[q] = q's staging */
+  char* uout;
   uint64_t* pads[ACU_SYMM_MAX_RANKS];
   const uint64_t* mailboxes[ACU_SYMM_MAX_RANKS]; /* peers' mailbox words (op word at +1); mine NULL */
   uint64_t* epoch;     /* this rank's barrier counts per block */
@@ -215,6 +221,11 @@ struct acuSymm {
 };
 #define ACU_SYMM_PAD_BYTES (ACU_SYMM_MAX_BLOCKS * ACU_SYMM_MAX_RANKS * 8 + 2 * ACU_SYMM_MAX_BLOCKS * 8)
 #define ACU_SYMM_LL_BYTES ((size_t)ACU_SYMM_LL_BLOCKS * 2 * ACU_SYMM_MAX_RANKS * ACU_SYMM_LL_LINES * 16)
+/* The staging area (ANYCCL_CUDA_SYMM_STAGE bytes) follows the LL lines, at
+ * this offset from the mailbox: mid-size collectives on buffers outside
+ * windows copy their input there, reduce or gather over the peers' areas,
+ * and copy the result out. */
+#define ACU_SYMM_STAGE_OFF ((64 + ACU_SYMM_PAD_BYTES + ACU_SYMM_LL_BYTES + 255) / 256 * 256)
 
 /* Blob capacities. A launch takes the kernel of the smallest size class that
  * holds its blob (1, 2, 4, 8, 16 or 32 KB: exec.cu): the GPU copies the whole

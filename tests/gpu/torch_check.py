@@ -170,7 +170,7 @@ def ddp_losses(rank, world, dev, steps=40):
     return losses
 
 
-def timings(dev, sizes=(256 << 10, 1 << 20, 4 << 20, 16 << 20), iters=50):
+def timings(dev, sizes=(8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20), iters=50):
     res = {}
     for nbytes in sizes:
         x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device=dev)
