@@ -98,6 +98,8 @@ struct anycclPortSemaphore {
   struct anycclSemSlot* outbound;  /* the peer's counter as mapped here (same host), else NULL */
   struct anycclPortShared* shared; /* the service's state (abort, dead peers) */
   uint64_t timeoutNs;
+  const uint64_t* hostInbound;     /* GPUs: my host counter, raised by the peer's proxy thread (else NULL);
+                                      the count is inbound->value + *hostInbound */
 };
 
 /* Port channel: copyable by value into kernels. */
@@ -193,14 +195,18 @@ ANYCCL_PORT_DEV uint64_t anycclPortLoad(const volatile uint64_t* p) {
 }
 #endif
 
-/* Wait until *counter >= target (bounded, abort-aware). */
-ANYCCL_PORT_DEV ncclResult_t anycclPortWaitCounter(const volatile uint64_t* counter, uint32_t* sleepers,
-                                                   uint64_t target, struct anycclPortShared* shared,
-                                                   uint64_t timeoutNs, const char* what) {
-  if ((int64_t)(anycclPortLoad(counter) - target) >= 0) return ncclSuccess;
+/* Wait until *counter (+ *extra: GPUs only, NULL on the cpu backend) >=
+ * target (bounded, abort-aware). */
+ANYCCL_PORT_DEV uint64_t anycclPortSum(const volatile uint64_t* counter, const volatile uint64_t* extra) {
+  return anycclPortLoad(counter) + (extra ? anycclPortLoad(extra) : 0);
+}
+ANYCCL_PORT_DEV ncclResult_t anycclPortWaitSum(const volatile uint64_t* counter, const volatile uint64_t* extra,
+                                               uint32_t* sleepers, uint64_t target, struct anycclPortShared* shared,
+                                               uint64_t timeoutNs, const char* what) {
+  if ((int64_t)(anycclPortSum(counter, extra) - target) >= 0) return ncclSuccess;
 #if defined(__CUDA_ARCH__)
   uint64_t start = anycclPortNowNs();
-  while ((int64_t)(anycclPortLoad(counter) - target) < 0) {
+  while ((int64_t)(anycclPortSum(counter, extra) - target) < 0) {
     uint32_t st = *(volatile uint32_t*)&shared->state;
     if (st != 0) return (ncclResult_t)st;
     if (timeoutNs && anycclPortNowNs() - start > timeoutNs) {
@@ -209,10 +215,17 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortWaitCounter(const volatile uint64_t* coun
       return ncclSystemError;
     }
   }
+  if (extra) __threadfence_system(); /* a proxy's store: the copies before it are complete; read after them */
   return ncclSuccess;
 #else
+  (void)extra;
   return anycclPortHostWaitCounter(counter, sleepers, target, shared, timeoutNs, what);
 #endif
+}
+ANYCCL_PORT_DEV ncclResult_t anycclPortWaitCounter(const volatile uint64_t* counter, uint32_t* sleepers,
+                                                   uint64_t target, struct anycclPortShared* shared,
+                                                   uint64_t timeoutNs, const char* what) {
+  return anycclPortWaitSum(counter, NULL, sleepers, target, shared, timeoutNs, what);
 }
 
 /* Reserve a FIFO entry, wait (bounded) while the FIFO is full, write the
@@ -328,14 +341,14 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortPushCustom(const struct anycclPortFifo* f
 /* Semaphores. */
 ANYCCL_PORT_DEV ncclResult_t anycclSemaphoreWait(const struct anycclPortSemaphore* s) {
   uint64_t want = *s->expected + 1;
-  ncclResult_t r = anycclPortWaitCounter(&s->inbound->value, &s->inbound->sleepers, want, s->shared, s->timeoutNs,
-                                         "semaphore wait");
+  ncclResult_t r = anycclPortWaitSum(&s->inbound->value, s->hostInbound, &s->inbound->sleepers, want, s->shared,
+                                     s->timeoutNs, "semaphore wait");
   if (r == ncclSuccess) *s->expected = want;
   return r;
 }
 /* 1 (and the signal consumed) if a signal is there, else 0. */
 ANYCCL_PORT_DEV int anycclSemaphorePoll(const struct anycclPortSemaphore* s) {
-  if ((int64_t)(anycclPortLoad(&s->inbound->value) - (*s->expected + 1)) < 0) return 0;
+  if ((int64_t)(anycclPortSum(&s->inbound->value, s->hostInbound) - (*s->expected + 1)) < 0) return 0;
   *s->expected += 1;
   return 1;
 }

@@ -308,12 +308,13 @@ NCCL_DEVICE_INLINE bool anycclDevGiveUp(ncclDevComm const& c, uint64_t* t0) {
 }
 /* Wait until `least` is rolling-less-or-equal to *p (bits wide). */
 template <typename T>
-NCCL_DEVICE_INLINE T anycclDevWaitAtLeast(ncclDevComm const& c, T* p, T least, int bits = 8 * sizeof(T)) {
+NCCL_DEVICE_INLINE T anycclDevWaitAtLeast(ncclDevComm const& c, T* p, T least, int bits = 8 * sizeof(T),
+                                          cuda::memory_order order = cuda::memory_order_acquire) {
   cuda::atomic_ref<T, cuda::thread_scope_system> ref(*p);
   T m = bits >= (int)(8 * sizeof(T)) ? T(-1) : (T(1) << bits) - 1;
   uint64_t t0 = 0;
   for (uint32_t spins = 0;; spins++) {
-    T v = ref.load(cuda::memory_order_acquire);
+    T v = ref.load(order);
     if ((T)((v - least) & m) <= (m >> 1)) return v & m;
     if ((spins & 1023) == 1023 && anycclDevGiveUp(c, &t0)) return v & m;
   }

@@ -5,9 +5,10 @@
  * Resource buffer of nBarriers barriers over a team of n ranks (uint32_t):
  *   epoch[nBarriers]        this rank's count of completed syncs (local only)
  *   inbox[nBarriers][n]     inbox[b][q]: epoch that rank q reached on barrier b
- * arrive(): a release store of epoch+1 into every member's inbox[b][me];
- * wait(): acquire loads of my inbox[b][q] until each reached epoch+1. Every
- * wait is bounded (ANYCCL_DEV_TIMEOUT) and watches the abort flag.
+ * arrive(): a store of epoch+1 into every peer's inbox[b][me] (release
+ * when the sync's order asks for it); wait(): loads of my inbox[b][q] (acquire
+ * when asked) until each peer's reached epoch+1. Every wait is bounded
+ * (ANYCCL_DEV_TIMEOUT) and watches the abort flag.
  * Written for anyccl from NCCL's published interface.
  */
 #ifndef ANYCCL_NCCL_DEVICE_LSA_BARRIER_H
@@ -54,25 +55,34 @@ struct ncclLsaBarrierSession {
       cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(state()[index]).store(epoch, cuda::memory_order_relaxed);
   }
 
-  NCCL_DEVICE_INLINE void arrive(Coop, cuda::memory_order) {
+  /* The order says what the barrier publishes and what it takes in: an
+   * acquire-only barrier stores its count relaxed (no system fence), a
+   * release-only one waits with relaxed loads. */
+  NCCL_DEVICE_INLINE void arrive(Coop, cuda::memory_order order) {
     if (!active) return;
-    coop.sync(); /* the coop's writes before the barrier come before the release below */
+    coop.sync(); /* the coop's writes before the barrier come before the store below */
     int n = team.nRanks;
-    for (int q = coop.thread_rank(); q < n; q += coop.size()) {
+    const cuda::memory_order mo = nccl::utility::releaseOrderOf(order);
+    for (int i = coop.thread_rank(); i < n - 1; i += coop.size()) {
+      const int q = i + (team.rank <= i ? 1 : 0); /* the peers, not me */
       uint32_t* box = (uint32_t*)ncclGetResourceBufferPeerPointer(comm, handle.bufHandle, team, q);
       if (box == nullptr) {
         anycclDevReport(comm, ANYCCL_DEV_ERR_UNREACHABLE);
         continue;
       }
       box += handle.nBarriers + index * n + team.rank;
-      cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*box).store(epoch + 1, cuda::memory_order_release);
+      cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*box).store(epoch + 1, mo);
     }
   }
-  NCCL_DEVICE_INLINE void wait(Coop, cuda::memory_order) {
+  NCCL_DEVICE_INLINE void wait(Coop, cuda::memory_order order) {
     if (!active) return;
     int n = team.nRanks;
     uint32_t* box = state() + handle.nBarriers + index * n;
-    for (int q = coop.thread_rank(); q < n; q += coop.size()) anycclDevWaitAtLeast<uint32_t>(comm, box + q, epoch + 1);
+    const cuda::memory_order mo = nccl::utility::acquireOrderOf(order);
+    for (int i = coop.thread_rank(); i < n - 1; i += coop.size()) {
+      const int q = i + (team.rank <= i ? 1 : 0);
+      anycclDevWaitAtLeast<uint32_t>(comm, box + q, epoch + 1, 32, mo);
+    }
     epoch++;
     coop.sync();
   }

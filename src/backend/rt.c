@@ -80,6 +80,8 @@ static void rtLoad(void) {
       *(void**)&rt.eventQuery = (void*)acuEventQuery;
       rt.hostAllocMapped = acuHostAllocMapped;
       rt.freeHost = acuFreeHost;
+      rt.hostRegister = acuHostRegister;
+      rt.hostUnregister = acuHostUnregister;
     }
     anycclRt = rt;
     return;

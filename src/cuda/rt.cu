@@ -59,6 +59,12 @@ int acuHostAllocMapped(void** host, void** dev, size_t n) {
   return cudaHostGetDevicePointer(dev, *host, 0);
 }
 int acuFreeHost(void* p) { return cudaFreeHost(p); }
+int acuHostRegister(void* p, size_t n, void** dev) {
+  cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterMapped | cudaHostRegisterPortable);
+  if (e != cudaSuccess) return e;
+  return cudaHostGetDevicePointer(dev, p, 0);
+}
+int acuHostUnregister(void* p) { return cudaHostUnregister(p); }
 int acuMemcpy(void* dst, const void* src, size_t n) { return cudaMemcpy(dst, src, n, cudaMemcpyDefault); }
 int acuMemcpyAsync(void* dst, const void* src, size_t n, void* stream) {
   return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, (cudaStream_t)stream);

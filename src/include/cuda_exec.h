@@ -192,7 +192,7 @@ struct acuPhase {
  * lines into its peers' LL areas and polls its own. */
 #define ACU_SYMM_MAX_RANKS 8
 #define ACU_SYMM_MAX_BLOCKS 128
-#define ACU_SYMM_LL_BLOCKS 16
+#define ACU_SYMM_LL_BLOCKS 128
 #define ACU_SYMM_LL_LINES 1024 /* per block, parity and source: 8 KB of data */
 enum {
   ACU_SYMM_AR1 = 0, ACU_SYMM_AR2, ACU_SYMM_AG, ACU_SYMM_RS, /* over windows, between two barriers */
@@ -270,6 +270,8 @@ ACU_FN int acuMemcpyHtoD(void* dst, const void* src, size_t n);     /* synchrono
 ACU_FN int acuMemcpyDtoH(void* dst, const void* src, size_t n);     /* synchronous */
 ACU_FN int acuHostAllocMapped(void** host, void** dev, size_t n);
 ACU_FN int acuFreeHost(void* p);
+ACU_FN int acuHostRegister(void* p, size_t n, void** dev);
+ACU_FN int acuHostUnregister(void* p);
 ACU_FN int acuEnablePeer(int dev, int peerDev);                     /* 0 or already enabled */
 ACU_FN int acuCanAccessPeer(int dev, int peerDev);
 ACU_FN int acuDeviceSynchronize(void);

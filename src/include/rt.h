@@ -43,6 +43,8 @@ struct anycclRt {
   int (*eventQuery)(cudaEvent_t ev); /* 0: complete */
   int (*hostAllocMapped)(void** host, void** dev, size_t n);
   int (*freeHost)(void* p);
+  int (*hostRegister)(void* p, size_t n, void** dev); /* pin and map host memory (optional: NULL) */
+  int (*hostUnregister)(void* p);
   /* sim backend (anyccl-cpu in sim mode): the virtual clock of the stream
    * op that runs the caller (a host function), in seconds */
   double (*simOpStart)(void);

@@ -61,6 +61,8 @@ struct portConn {
   int ready;       /* atomic */
   char* peerSlots; /* LOCAL/IPC: the peer's semaphore slots mapped here */
   void* ipcBase;
+  uint64_t* peerHost; /* GPUs, LOCAL/IPC: the peer's host counters mapped here (NULL: signal by copy) */
+  size_t peerHostMap;  /* bytes mapped (IPC; 0 when peerHost is the peer's own pointer) */
   /* NET */
   void* sendComm;
   void* recvComm;
@@ -77,7 +79,9 @@ struct portConn {
   int closed;
 };
 
-struct portInflight { void* event; uint64_t seq; };
+/* An operation on the proxy stream; store: a host counter to raise to
+ * value once the operation (and all before it) completed. */
+struct portInflight { void* event; uint64_t seq; uint64_t* store; uint64_t value; };
 #define CUDA_INFLIGHT 64
 
 struct anycclProxyService {
@@ -91,6 +95,13 @@ struct anycclProxyService {
   uint64_t* trigDev;
   uint64_t* head;   /* device memory on GPUs */
   uint64_t* sigVals; /* GPUs: pinned sources of the semaphore copies, one per in-flight slot */
+  /* GPUs: a host counter per semaphore (memfd, mapped by same-host peers,
+   * registered with CUDA): peers' proxies signal with a CPU store, device
+   * waits add it to the slot's value */
+  uint64_t* hostSems;
+  void* hostSemsDev;
+  int hostSemsFd;
+  size_t hostSemsBytes;
   uint32_t fifoSize;
   uint64_t tail;    /* proxy thread only */
   int efd;
@@ -161,6 +172,7 @@ static inline int portCheckPeerSlot(const struct portConn* c, int slot) {
 int portTag(struct anycclProxyService* s, int kind, int count);
 ncclResult_t portExportAlloc(void* p, cudaIpcMemHandle_t* h, uint64_t* off, int* ok);
 ncclResult_t portFreeTables(struct anycclProxyService* s);
+void portFreeHostSems(struct anycclProxyService* s); /* proxy.c: own counters and peers' mappings */
 
 /* port_net.c */
 /* A message header from peer's proxy (got: the bytes that arrived). Pure

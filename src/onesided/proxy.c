@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -167,6 +168,15 @@ void portSetError(struct anycclProxyService* s, ncclResult_t err) {
 
 /* ---- moving bytes --------------------------------------------------------------- */
 
+/* GPUs: the oldest operation on the proxy stream completed: raise the host
+ * counter it carries (in order, so each counter only grows). */
+static void cudaRetire(struct anycclProxyService* s) {
+  struct portInflight* f = &s->inflight[s->infHead % CUDA_INFLIGHT];
+  if (f->store) __atomic_store_n(f->store, f->value, __ATOMIC_RELEASE);
+  f->store = NULL;
+  s->infHead++;
+}
+
 /* GPUs: room for one more tracked trigger (waits for the oldest when all
  * CUDA_INFLIGHT are in flight). Called before a trigger's copies are
  * enqueued: slot infTail's signal value must not be in use. */
@@ -181,16 +191,18 @@ static ncclResult_t cudaRoom(struct anycclProxyService* s) {
     }
     sched_yield();
   }
-  s->infHead++;
+  cudaRetire(s);
   return ncclSuccess;
 }
 
 /* GPUs: remember the trigger an operation on the proxy stream belongs to. */
-static ncclResult_t cudaTrack(struct anycclProxyService* s, uint64_t seq) {
+static ncclResult_t cudaTrack(struct anycclProxyService* s, uint64_t seq, uint64_t* store, uint64_t value) {
   struct portInflight* f = &s->inflight[s->infTail % CUDA_INFLIGHT];
   if (f->event == NULL) CUDACHECK(anycclRt.eventCreateWithFlags((cudaEvent_t*)&f->event, 2 /* disable timing */));
   CUDACHECK(anycclRt.eventRecord((cudaEvent_t)f->event, (cudaStream_t)s->stream));
   f->seq = seq;
+  f->store = store;
+  f->value = value;
   s->infTail++;
   return ncclSuccess;
 }
@@ -198,7 +210,7 @@ static ncclResult_t cudaTrack(struct anycclProxyService* s, uint64_t seq) {
 static int cudaProgress(struct anycclProxyService* s, uint64_t* oldest) {
   int moved = 0;
   while (s->infHead < s->infTail && anycclRt.eventQuery((cudaEvent_t)s->inflight[s->infHead % CUDA_INFLIGHT].event) == 0) {
-    s->infHead++;
+    cudaRetire(s);
     moved = 1;
   }
   if (s->infHead < s->infTail && s->inflight[s->infHead % CUDA_INFLIGHT].seq < *oldest)
@@ -289,11 +301,19 @@ static ncclResult_t handleTrigger(struct anycclProxyService* s, uint64_t w0, uin
     struct portConn* conn = &s->conns[sem->peer];
     if (conn->kind == CONN_NET) {
       NCCLCHECK(portNetSignal(s, sem->peer, sem->remoteSlot, seq));
+    } else if (s->cuda && conn->peerHost) {
+      /* a CPU store into the peer's host counter, once every copy before it
+       * on the stream completed (now, when none is in flight) */
+      uint64_t* at = conn->peerHost + sem->remoteSlot;
+      uint64_t v = ++sem->sent;
+      if ((type & ANYCCL_TRIG_PUT) || s->infTail != s->infHead) return cudaTrack(s, seq, at, v);
+      __atomic_store_n(at, v, __ATOMIC_RELEASE);
+      return ncclSuccess;
     } else {
       NCCLCHECK(portBumpSlot(s, (struct anycclSemSlot*)conn->peerSlots + sem->remoteSlot, &sem->sent));
     }
   }
-  if (s->cuda && (type & (ANYCCL_TRIG_PUT | ANYCCL_TRIG_SIGNAL))) NCCLCHECK(cudaTrack(s, seq));
+  if (s->cuda && (type & (ANYCCL_TRIG_PUT | ANYCCL_TRIG_SIGNAL))) NCCLCHECK(cudaTrack(s, seq, NULL, 0));
   return ncclSuccess;
 }
 
@@ -426,6 +446,40 @@ static ncclResult_t allocShared(struct anycclProxyService* s) {
   return ncclSuccess;
 }
 
+/* GPUs: the host counters (port.h). Without them (ANYCCL_PORT_HOST_SIGNALS=0,
+ * no memfd, no registration) peers signal by copies into the device slots. */
+static void allocHostSems(struct anycclProxyService* s) {
+  s->hostSemsFd = -1;
+  if (anycclRt.hostRegister == NULL || !anycclParamInt(PARAM_PORT_HOST_SIGNALS)) return;
+  size_t bytes = ((size_t)s->maxSems * sizeof(uint64_t) + 4095) / 4096 * 4096;
+  int fd = memfd_create("anyccl-port-semaphores", MFD_CLOEXEC);
+  void* p = MAP_FAILED;
+  if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* dev = NULL;
+  if (p != MAP_FAILED && anycclRt.hostRegister(p, bytes, &dev) == 0) {
+    s->hostSems = p;
+    s->hostSemsDev = dev;
+    s->hostSemsFd = fd;
+    s->hostSemsBytes = bytes;
+    return;
+  }
+  INFO(NCCL_INIT | NCCL_PROXY, "port: rank %d: no host semaphore counters (%s); signals go by copy", s->rank,
+       fd < 0 ? "memfd_create failed" : p == MAP_FAILED ? "mmap failed" : "cudaHostRegister failed");
+  if (p != MAP_FAILED) munmap(p, bytes);
+  if (fd >= 0) close(fd);
+}
+
+void portFreeHostSems(struct anycclProxyService* s) {
+  for (int q = 0; s->conns && q < s->nRanks; q++)
+    if (s->conns[q].peerHostMap) munmap(s->conns[q].peerHost, s->conns[q].peerHostMap);
+  if (s->hostSems) {
+    anycclRt.hostUnregister(s->hostSems);
+    munmap(s->hostSems, s->hostSemsBytes);
+    close(s->hostSemsFd);
+    s->hostSems = NULL;
+  }
+}
+
 static ncclResult_t allocTables(struct anycclProxyService* s) {
   s->maxMems = (int)anycclParamInt(PARAM_PORT_MAX_MEMORIES);
   s->maxSems = (int)anycclParamInt(PARAM_PORT_MAX_SEMAPHORES);
@@ -450,6 +504,7 @@ static ncclResult_t allocTables(struct anycclProxyService* s) {
     if (e == 0) e = anycclRt.memcpy(s->expected, zero, (size_t)s->maxSems * sizeof(uint64_t));
     free(zero);
     CUDACHECK(e);
+    allocHostSems(s);
   } else {
     memset(s->slots, 0, slotBytes);
     ANYCCL_CALLOC(s->expected, s->maxSems);

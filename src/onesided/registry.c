@@ -7,9 +7,13 @@
  * does it); a peer on another host (NCCL_HOSTID) through the network
  * (port_net.c): its memories are known by their ids in its own service. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "bootstrap.h"
 #include "checks.h"
 #include "port.h"
@@ -220,7 +224,36 @@ struct slotsWire {
   uint64_t ptr, off;
   int32_t ipcOk, nslots; /* nslots: the sender's semaphore slots (its ANYCCL_PORT_MAX_SEMAPHORES) */
   cudaIpcMemHandle_t ipc;
+  uint64_t hostPtr, hostBytes; /* GPUs: its host counters (hostBytes 0: none), a memfd of process hostPid */
+  int32_t hostPid, hostFd;
 };
+
+/* The peer's host counters, mapped here so that my proxy can store into
+ * them: its own pointer within one process, its memfd otherwise. Without
+ * them signals go by copy (INFO says why). */
+static void mapPeerHost(struct anycclProxyService* s, int peer, const struct slotsWire* w) {
+  struct portConn* c = &s->conns[peer];
+  if (!s->cuda || w->hostBytes == 0 || w->nslots < 0 || w->hostBytes < (uint64_t)w->nslots * sizeof(uint64_t)) return;
+  if (c->kind == CONN_LOCAL) {
+    c->peerHost = (uint64_t*)(uintptr_t)w->hostPtr;
+    return;
+  }
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)w->hostPid, (int)w->hostFd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  struct stat st;
+  void* p = MAP_FAILED;
+  if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size >= w->hostBytes)
+    p = mmap(NULL, w->hostBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fd >= 0) close(fd);
+  if (p == MAP_FAILED) {
+    INFO(NCCL_INIT | NCCL_PROXY, "port: rank %d cannot map rank %d's host counters (%s); signals to it go by copy",
+         s->rank, peer, path);
+    return;
+  }
+  c->peerHost = (uint64_t*)p;
+  c->peerHostMap = w->hostBytes;
+}
 
 /* Both ranks of the pair, at their first semaphore with each other. */
 static ncclResult_t portConnect(struct anycclProxyService* s, int peer) {
@@ -240,6 +273,12 @@ static ncclResult_t portConnect(struct anycclProxyService* s, int peer) {
     mine.ptr = (uint64_t)(uintptr_t)s->slots;
     mine.nslots = s->maxSems;
     NCCLCHECK(portExportAlloc(s->slots, &mine.ipc, &mine.off, &mine.ipcOk));
+    if (s->hostSems) {
+      mine.hostPtr = (uint64_t)(uintptr_t)s->hostSems;
+      mine.hostBytes = s->hostSemsBytes;
+      mine.hostPid = (int32_t)getpid();
+      mine.hostFd = s->hostSemsFd;
+    }
     int tag = portTag(s, TAG_CONN, 0);
     NCCLCHECK(bootstrapSend(s->comm->bootstrap, peer, tag, &mine, sizeof(mine)));
     NCCLCHECK(bootstrapRecv(s->comm->bootstrap, peer, tag, &theirs, sizeof(theirs)));
@@ -253,6 +292,7 @@ static ncclResult_t portConnect(struct anycclProxyService* s, int peer) {
       }
       NCCLCHECK(importAlloc(s, peer, &theirs.ipc, theirs.off, "semaphores", &c->peerSlots, &c->ipcBase));
     }
+    mapPeerHost(s, peer, &theirs);
   }
   __atomic_store_n(&c->ready, 1, __ATOMIC_RELEASE);
   INFO(NCCL_INIT | NCCL_PROXY, "port: rank %d -> rank %d via %s", s->rank, peer,
@@ -328,6 +368,10 @@ PORT_API ncclResult_t anycclHostSemaphoreSignal(anycclProxyService_t s, anycclSe
     anycclPortHostSignal(&s->slots[id].value, &s->slots[id].sleepers);
     return ncclSuccess;
   }
+  if (s->hostSems) { /* device waits add the host counter */
+    __atomic_add_fetch(&s->hostSems[id], 1, __ATOMIC_RELEASE);
+    return ncclSuccess;
+  }
   pthread_mutex_lock(&s->lock);
   uint64_t v = ++s->sems[id].hostValue;
   int e = anycclRt.memcpyAsync(&s->slots[id].value, &v, sizeof(v), (cudaStream_t)s->stream);
@@ -350,6 +394,7 @@ PORT_API ncclResult_t anycclSemaphoreDevice(anycclProxyService_t s, anycclSemaph
     dev->outbound = (struct anycclSemSlot*)s->conns[sem->peer].peerSlots + sem->remoteSlot;
   dev->shared = s->sharedDev;
   dev->timeoutNs = s->timeoutNs;
+  dev->hostInbound = s->hostSemsDev ? (const uint64_t*)s->hostSemsDev + id : NULL;
   return ncclSuccess;
 }
 
@@ -426,6 +471,7 @@ PORT_API ncclResult_t anycclMemoryChannelCreate(anycclProxyService_t s, anycclSe
 }
 
 ncclResult_t portFreeTables(struct anycclProxyService* s) {
+  portFreeHostSems(s);
   for (int i = 0; s->mems && i < s->nMems; i++)
     if (s->mems[i].ipcBase) anycclRt.ipcCloseMemHandle(s->mems[i].ipcBase);
   for (int q = 0; s->conns && q < s->nRanks; q++)

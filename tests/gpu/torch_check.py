@@ -170,7 +170,7 @@ def ddp_losses(rank, world, dev, steps=40):
     return losses
 
 
-def timings(dev, sizes=(8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20), iters=50):
+def timings(dev, sizes=(8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20), iters=200):
     res = {}
     for nbytes in sizes:
         x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device=dev)
@@ -202,6 +202,16 @@ def timings(dev, sizes=(8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20
             graph.replay()
         torch.cuda.synchronize()
         graphed = (time.perf_counter() - t0) / iters * 1e6
+        if os.environ.get("TORCH_CHECK_REPLAYS"):  # each replay alone: an outlier shows in the max
+            each = []
+            for _ in range(iters // 10):
+                t1 = time.perf_counter()
+                graph.replay()
+                torch.cuda.synchronize()
+                each.append((time.perf_counter() - t1) / 10 * 1e6)
+            each.sort()
+            print(f"  rank {dev.index} {nbytes >> 10} KB graph replays: min {each[0]:.1f} median "
+                  f"{each[len(each) // 2]:.1f} max {each[-1]:.1f} us per all_reduce", flush=True)
         res[nbytes] = (eager, graphed)
     return res
 
@@ -222,6 +232,11 @@ def worker(rank, world, port, out, q):
             print(f"  [{time.time() - t0:6.1f} s] {what}", flush=True)
     try:
         say("process group up")
+        if os.environ.get("TORCH_CHECK_ONLY_TIMINGS"):  # a quick performance loop: no checks, no DDP
+            t = timings(dev)
+            q.put((rank, 0, [], None, [0.0], t))
+            dist.destroy_process_group()
+            return
         collectives(ck, rank, world, None, list(range(world)), dev, "world")
         say("world collectives done")
         even = [r for r in range(world) if r % 2 == 0]
