@@ -84,7 +84,7 @@ struct anycclSemSlot {
 
 struct anycclPortFifo {
   uint64_t* trig;                  /* 2 words per entry */
-  uint64_t* head;                  /* reservations: producers add 1 */
+  uint64_t* head;                  /* reservations: producers add 1; GPUs: head[1] caches the tail */
   struct anycclPortShared* shared; /* proxy state */
   uint32_t size;                   /* entries, a power of two */
   uint32_t pad;
@@ -206,7 +206,8 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortWaitSum(const volatile uint64_t* counter,
   if ((int64_t)(anycclPortSum(counter, extra) - target) >= 0) return ncclSuccess;
 #if defined(__CUDA_ARCH__)
   uint64_t start = anycclPortNowNs();
-  while ((int64_t)(anycclPortSum(counter, extra) - target) < 0) {
+  for (uint32_t spins = 1; (int64_t)(anycclPortSum(counter, extra) - target) < 0; spins++) {
+    if (spins % 16) continue; /* the state is host memory: not every poll */
     uint32_t st = *(volatile uint32_t*)&shared->state;
     if (st != 0) return (ncclResult_t)st;
     if (timeoutNs && anycclPortNowNs() - start > timeoutNs) {
@@ -234,8 +235,14 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortPush(const struct anycclPortFifo* f, uint
                                             uint64_t* seq) {
   struct anycclPortShared* sh = f->shared;
 #if defined(__CUDA_ARCH__)
-  if (*(volatile uint32_t*)&sh->state) return (ncclResult_t)sh->state;
+  /* the fast path reads no host memory: head[1] keeps the last tail a
+   * producer read (the state is checked when the FIFO looks full, and by
+   * every wait) */
   uint64_t s = atomicAdd((unsigned long long*)f->head, 1ULL);
+  if (s - *(volatile uint64_t*)(f->head + 1) >= f->size) {
+    if (*(volatile uint32_t*)&sh->state) return (ncclResult_t)sh->state;
+    atomicMax((unsigned long long*)(f->head + 1), (unsigned long long)anycclPortLoad(&sh->tail));
+  }
 #else
   uint32_t st = __atomic_load_n(&sh->state, __ATOMIC_ACQUIRE);
   if (st) return (ncclResult_t)st;

@@ -425,11 +425,11 @@ static ncclResult_t allocShared(struct anycclProxyService* s) {
     }
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->shared, (void**)&s->sharedDev, sizeof(*s->shared)));
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->trig, (void**)&s->trigDev, trigBytes));
-    CUDACHECK(anycclRt.malloc((void**)&s->head, sizeof(uint64_t)));
+    CUDACHECK(anycclRt.malloc((void**)&s->head, 2 * sizeof(uint64_t))); /* head, cached tail */
     void* unusedDev;
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->sigVals, &unusedDev, CUDA_INFLIGHT * sizeof(uint64_t)));
-    uint64_t zero = 0;
-    CUDACHECK(anycclRt.memcpy(s->head, &zero, sizeof(zero)));
+    uint64_t zero[2] = {0, 0};
+    CUDACHECK(anycclRt.memcpy(s->head, zero, sizeof(zero)));
     CUDACHECK(anycclRt.streamCreateNonBlocking((cudaStream_t*)&s->stream));
   } else {
     if (posix_memalign((void**)&s->shared, 4096, sizeof(*s->shared)) != 0 ||
