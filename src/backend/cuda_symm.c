@@ -12,8 +12,8 @@
  * Small messages (up to ANYCCL_CUDA_SYMM_LL per rank) need no window: the
  * LL kernels read only this rank's input, store lines into the peers'
  * segments (mapped at init) and write only this rank's output, so every
- * all-reduce, all-gather and reduce-scatter of that size on one host takes
- * them, registered or not. Larger ones up to ANYCCL_CUDA_SYMM_STAGE on
+ * all-reduce, all-gather, reduce-scatter, broadcast and reduce of that size
+ * on one host takes them, registered or not. Larger ones up to ANYCCL_CUDA_SYMM_STAGE on
  * buffers outside windows go through each rank's staging area (in its
  * segment, mapped by every peer): copy in, the same two-barrier reduction
  * or gather over the peers' areas, copy out. */
@@ -40,8 +40,9 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   const int n = comm->nRanks;
   if (n < 2 || n > ACU_SYMM_MAX_RANKS || !anycclParamInt(PARAM_CUDA_SYMM) || !acuLaunchSymm) return 0;
   const int func = ph->func;
-  const int reduce = func == FUNC_ALLREDUCE || func == FUNC_REDUCESCATTER;
-  if (func != FUNC_ALLREDUCE && func != FUNC_ALLGATHER && func != FUNC_REDUCESCATTER) return 0;
+  const int rooted = func == FUNC_BROADCAST || func == FUNC_REDUCE; /* LL only */
+  const int reduce = func == FUNC_ALLREDUCE || func == FUNC_REDUCESCATTER || func == FUNC_REDUCE;
+  if (func != FUNC_ALLREDUCE && func != FUNC_ALLGATHER && func != FUNC_REDUCESCATTER && !rooted) return 0;
   if (reduce && (ph->op.op != anycclDevSum || ph->scalarPtr || !symmType(ph->op.type))) return 0;
   const size_t es = ph->elemSize, bytes = ph->count * es;
   const size_t inBytes = func == FUNC_REDUCESCATTER ? bytes * n : bytes;
@@ -58,7 +59,8 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   struct acuSymm a;
   memset(&a, 0, sizeof(a));
   int staged = 0;
-  if (comm->windows == NULL || !anycclWinSymmetric(comm, ph->in, inBytes, a.in) ||
+  if (rooted && !useLL) return 0;
+  if (rooted || comm->windows == NULL || !anycclWinSymmetric(comm, ph->in, inBytes, a.in) ||
       !anycclWinSymmetric(comm, ph->out, outBytes, a.out)) {
     memset(&a, 0, sizeof(a));
     if (useLL) {
@@ -114,7 +116,12 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   if (blocks > ACU_SYMM_MAX_BLOCKS) blocks = ACU_SYMM_MAX_BLOCKS;
   /* small: LL lines, a.count in bytes (a rank's message), 256+ lines a block */
   if (useLL) {
-    a.algo = func == FUNC_ALLGATHER ? ACU_SYMM_LL_AG : func == FUNC_REDUCESCATTER ? ACU_SYMM_LL_RS : ACU_SYMM_LL_AR;
+    a.algo = func == FUNC_ALLGATHER       ? ACU_SYMM_LL_AG
+             : func == FUNC_REDUCESCATTER ? ACU_SYMM_LL_RS
+             : func == FUNC_BROADCAST     ? ACU_SYMM_LL_BC
+             : func == FUNC_REDUCE        ? ACU_SYMM_LL_RED
+                                          : ACU_SYMM_LL_AR;
+    a.root = ph->root;
     a.count = bytes;
     const size_t lines = (bytes + 7) / 8;
     blocks = (lines + 255) / 256;

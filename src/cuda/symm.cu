@@ -413,6 +413,82 @@ __device__ void llGather(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t 
   }
 }
 
+/* Rooted LL collectives send lines one way, so no wait of the sender shows
+ * that a receiver read the lines of the use before last from the area
+ * parity it is about to store into: the sender (block b) waits until each
+ * receiver (`only`, or every peer when -1) started block b of the previous
+ * LL collective (its LL epoch, in its segment), which it does only after it
+ * finished the one before. Usually true at once; false (reported) on abort,
+ * timeout or a peer in another collective. */
+__device__ bool llReceiversFree(const acuSymm& a, uint32_t flag, int only) {
+  bool ok = true;
+  const int p = threadIdx.x;
+  if (p < a.nranks && p != a.rank && (only < 0 || p == only)) {
+    const volatile uint64_t* e = a.pads[p] + ACU_SYMM_MAX_BLOCKS * ACU_SYMM_MAX_RANKS + ACU_SYMM_MAX_BLOCKS + blockIdx.x;
+    uint64_t start = 0;
+    for (uint32_t spins = 0; (int32_t)((uint32_t)*e - (flag - 1)) < 0; spins++)
+      if ((spins & 1023) == 1023 && stalled(a, p, &start)) {
+        ok = false;
+        break;
+      }
+  }
+  return __syncthreads_and(ok);
+}
+
+/* Broadcast: the root stores its lines into every peer's area (and its
+ * output); the others poll theirs. */
+__device__ void llBcast(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
+  const int n = a.nranks, r = a.rank, root = a.root;
+  char* out = a.out[r];
+  if (r == root && !llReceiversFree(a, flag, -1)) return;
+  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
+    const int len = bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
+    uint2 x;
+    if (r == root) {
+      x = ld8(a.in[r] + i * 8, len);
+      for (int p = 0; p < n; p++)
+        if (p != r) llPut(llLine(a, p, flag, r, i - lb), x, flag);
+      if (out == a.in[r]) continue;
+    } else if (!llGet(a, flag, root, i - lb, &x)) {
+      return;
+    }
+    st8(out + i * 8, x, len);
+  }
+}
+
+/* Reduce: every other rank stores its lines into the root's area; the root
+ * adds them in rank order (as the all-reduce does). */
+template <int TY>
+__device__ void llRootReduce(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
+  const int n = a.nranks, r = a.rank, root = a.root;
+  const char* in = a.in[r];
+  if (r != root) {
+    if (!llReceiversFree(a, flag, root)) return;
+    for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
+      const int len = bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
+      llPut(llLine(a, root, flag, r, i - lb), ld8(in + i * 8, len), flag);
+    }
+    return;
+  }
+  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
+    const int len = bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
+    float acc[4];
+    for (int q = 0; q < n; q++) {
+      uint2 x;
+      if (q == r) x = ld8(in + i * 8, len);
+      else if (!llGet(a, flag, q, i - lb, &x)) return;
+      P<TY>::add(acc, x, q == 0);
+    }
+    st8(a.out[r] + i * 8, P<TY>::pack(acc), len);
+  }
+}
+
+template <int TY>
+__device__ void llReduceAny(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
+  if (a.algo == ACU_SYMM_LL_RED) llRootReduce<TY>(a, flag, lb, le, bytes);
+  else llReduce<TY>(a, flag, lb, le, bytes);
+}
+
 /* a.count: the bytes each rank sends each peer (all-reduce: the vector). */
 __device__ void llAlgo(const acuSymm& a) {
   __shared__ uint32_t sFlag;
@@ -427,11 +503,12 @@ __device__ void llAlgo(const acuSymm& a) {
   const uint64_t per = (lines + gridDim.x - 1) / gridDim.x;
   const uint64_t lb = per * blockIdx.x < lines ? per * blockIdx.x : lines;
   const uint64_t le = lb + per < lines ? lb + per : lines;
-  switch (a.algo == ACU_SYMM_LL_AG ? -1 : (int)a.type) {
+  switch (a.algo == ACU_SYMM_LL_AG ? -1 : a.algo == ACU_SYMM_LL_BC ? -2 : (int)a.type) {
     case -1: llGather(a, sFlag, lb, le, bytes); break;
-    case T_F16: llReduce<T_F16>(a, sFlag, lb, le, bytes); break;
-    case T_BF16: llReduce<T_BF16>(a, sFlag, lb, le, bytes); break;
-    default: llReduce<T_F32>(a, sFlag, lb, le, bytes); break;
+    case -2: llBcast(a, sFlag, lb, le, bytes); break;
+    case T_F16: llReduceAny<T_F16>(a, sFlag, lb, le, bytes); break;
+    case T_BF16: llReduceAny<T_BF16>(a, sFlag, lb, le, bytes); break;
+    default: llReduceAny<T_F32>(a, sFlag, lb, le, bytes); break;
   }
 }
 

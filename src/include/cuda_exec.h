@@ -197,7 +197,8 @@ struct acuPhase {
 enum {
   ACU_SYMM_AR1 = 0, ACU_SYMM_AR2, ACU_SYMM_AG, ACU_SYMM_RS, /* over windows, between two barriers */
   ACU_SYMM_ST_AR, ACU_SYMM_ST_AG, ACU_SYMM_ST_RS,           /* any buffers: through the staging areas */
-  ACU_SYMM_LL_AR, ACU_SYMM_LL_AG, ACU_SYMM_LL_RS            /* any buffers: LL lines, no barrier */
+  ACU_SYMM_LL_AR, ACU_SYMM_LL_AG, ACU_SYMM_LL_RS,           /* any buffers: LL lines, no barrier */
+  ACU_SYMM_LL_BC, ACU_SYMM_LL_RED                           /* rooted (broadcast, reduce): LL lines one way */
 };
 struct acuSymm {
   char* in[ACU_SYMM_MAX_RANKS];   /* every rank's input, as mapped here */
@@ -217,7 +218,8 @@ struct acuSymm {
   uint8_t algo;        /* ACU_SYMM_* */
   uint8_t type;        /* ncclDataType_t: float, half or bfloat16 (reductions) */
   uint8_t vec;         /* every pointer and rank offset a multiple of 16 bytes */
-  uint8_t pad8[5];
+  uint8_t pad8;
+  int32_t root;        /* ACU_SYMM_LL_BC, ACU_SYMM_LL_RED */
 };
 #define ACU_SYMM_PAD_BYTES (ACU_SYMM_MAX_BLOCKS * ACU_SYMM_MAX_RANKS * 8 + 2 * ACU_SYMM_MAX_BLOCKS * 8)
 #define ACU_SYMM_LL_BYTES ((size_t)ACU_SYMM_LL_BLOCKS * 2 * ACU_SYMM_MAX_RANKS * ACU_SYMM_LL_LINES * 16)
