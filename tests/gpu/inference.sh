@@ -1,0 +1,84 @@
+#!/bin/bash
+# The inference-size regime on one GPU host, NCCL and anyccl back to back:
+# every collective of nccl-tests from 8 B to 16 MB, checked (-c 1), one
+# thread driving all GPUs (-g N) and a thread per GPU (-t N), each with and
+# without CUDA graphs (-G 10); then PyTorch's ProcessGroupNCCL (a process per
+# GPU), bf16 all_reduce eager and captured in a CUDA graph (the
+# tensor-parallel loop). Prints one table last: time in us, NCCL / anyccl,
+# and the ratio anyccl / NCCL.
+#
+#   NT=<nccl-tests build dir> ANYCCL_LIB=<dir of anyccl's libnccl.so.2> \
+#     [NCCL_LIB=<dir of NCCL's>] [NGPU=2] [OUT=gpu-out/inference] bash tests/gpu/inference.sh
+#
+# NCCL_LIB defaults to the nvidia-nccl Python package. Exit status 0 when
+# every run passed its check (#wrong 0, out-of-bounds OK) on both libraries.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+NT=${NT:?set NT to the nccl-tests build directory}
+ANYCCL_LIB=${ANYCCL_LIB:?set ANYCCL_LIB to the directory of anyccl\'s libnccl.so.2}
+NCCL_LIB=${NCCL_LIB:-$(python3 -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],"lib"))' 2>/dev/null)}
+NGPU=${NGPU:-$(nvidia-smi -L | wc -l)}
+OUT=${OUT:-$ROOT/gpu-out/inference}
+COLLS=${COLLS:-all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv}
+SIZES=${SIZES:--b 8 -e 16M -f 4}
+ITERS=${ITERS:--n 100 -w 10}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+mkdir -p "$OUT"
+rc=0
+for c in $COLLS; do
+  for m in g G; do # g: -g N, one thread; t: -t N, a thread per GPU; capitals: under CUDA graphs
+    for lay in g t; do
+      X="-g $NGPU"; [ $lay = t ] && X="-t $NGPU -g 1"
+      [ $m = G ] && X="$X -G 10"
+      for lib in nccl anyccl; do
+        L=$ANYCCL_LIB; [ $lib = nccl ] && L=$NCCL_LIB
+        log="$OUT/$c-$lay$m-$lib.log"
+        LD_LIBRARY_PATH=$L timeout 120 "$NT/${c}_perf" $SIZES $ITERS -c 1 $X >"$log" 2>&1
+        if ! grep -q "Out of bounds values : 0 OK" "$log" || awk '/^ +[0-9]+ +[0-9]+ /{ if ($9 != 0 && $9 != "N/A") bad=1 } END{exit !bad}' "$log"; then
+          echo "FAIL: $c $lay$m $lib (see $log)"
+          rc=1
+        fi
+      done
+    done
+  done
+done
+# PyTorch: a process per GPU, bf16 all_reduce (timings only)
+for lib in nccl anyccl; do
+  P=""; [ $lib = anyccl ] && P=$ANYCCL_LIB/libnccl.so.2
+  LD_PRELOAD=$P TORCH_CHECK_ONLY_TIMINGS=1 TORCH_CHECK_REPLAYS=1 timeout 300 python3 "$ROOT/tests/gpu/torch_check.py" \
+    --nproc "$NGPU" --out "$OUT/torch-$lib.json" --port $((29620 + ${#lib})) >"$OUT/torch-$lib.log" 2>&1 || rc=1
+done
+{
+  echo "nccl-tests, $NGPU GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)): time in us, NCCL / anyccl (ratio)"
+  echo "g: -g $NGPU (one thread), t: -t $NGPU (a thread per GPU); G, T: the same under CUDA graphs (-G 10)"
+  for c in $COLLS; do
+    echo "== $c"
+    printf "%10s" bytes
+    for v in g t G T; do printf " %22s" "$v"; done
+    echo
+    for v in g t G T; do
+      lay=$(echo $v | tr GT gt); m=g; [ $v = G ] || [ $v = T ] && m=G
+      awk '/^ +[0-9]+ +[0-9]+ /{print $1, $6}' "$OUT/$c-$lay$m-nccl.log" >"$OUT/.n.$v"
+      awk '/^ +[0-9]+ +[0-9]+ /{print $6}' "$OUT/$c-$lay$m-anyccl.log" >"$OUT/.a.$v"
+    done
+    paste -d' ' "$OUT/.n.g" "$OUT/.a.g" "$OUT/.n.t" "$OUT/.a.t" "$OUT/.n.G" "$OUT/.a.G" "$OUT/.n.T" "$OUT/.a.T" |
+      awk '{printf "%10s", $1;
+            for (k = 0; k < 4; k++) { n = $(2 + 3 * k); a = $(3 + 3 * k);
+              if (n + 0 > 0) printf " %7.2f / %6.2f (%4.2f)", n, a, a / n; else printf " %22s", "-" }
+            printf "\n" }'
+  done
+  rm -f "$OUT"/.n.* "$OUT"/.a.*
+  echo "== PyTorch ProcessGroupNCCL, $NGPU processes, bf16 all_reduce: time in us, NCCL / anyccl (ratio)"
+  python3 - "$OUT/torch-nccl.json" "$OUT/torch-anyccl.json" <<'PY'
+import json, sys
+try:
+    a, b = (json.load(open(f))["timings_us"] for f in sys.argv[1:3])
+except Exception as e:
+    print("  missing result:", e); sys.exit(0)
+print(f"{'bytes':>10s} {'eager':>22s} {'graph':>22s}")
+for k in a:
+    (ea, ga), (eb, gb) = a[k], b.get(k, (float("nan"),) * 2)
+    print(f"{int(k):>10d} {ea:7.2f} / {eb:6.2f} ({eb / ea:4.2f}) {ga:7.2f} / {gb:6.2f} ({gb / ga:4.2f})")
+PY
+} | tee "$OUT/table.txt"
+exit $rc
