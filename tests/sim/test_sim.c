@@ -171,6 +171,7 @@ static void badFabric(void) {
       {"nvlink_GBps fast\n", ":1: nvlink_GBps: 'fast' is not a number"},
       {"launch_us 5\nll_efficiency 2\n", ":2: ll_efficiency: 2 is more than 1"},
       {"simple_step_us\n", ":1: simple_step_us: no value"},
+      {"launch_us 5\nmodel pipelined\n", ":2: model: not lockstep or dataflow"},
   };
   for (size_t i = 0; i < sizeof(calibs) / sizeof(calibs[0]); i++) {
     const char* p = writeFile("bad.calib", calibs[i][0]);
@@ -233,26 +234,36 @@ static void allReduceTime(size_t bytes, float* estimate, float* measured) {
 }
 
 /* Ring all-reduce on 8 ranks, one lane, Simple: 15 steps, 14 of which send
- * one 64 KB block; every round lasts step latency + route latency + the
- * slowest flow; a slow NVLink on GPU 3 sets every round's pace. */
+ * one 64 KB block (a step: step latency + route latency + transfer; the
+ * last one receives only: step latency). A slow NVLink on GPU 3:
+ *   lock-step: every round lasts as long as its slowest flow, the slow one;
+ *   dataflow: rank 4 (after the slow link) ends last, after the 14 slow
+ *   sends; rank 0 (the events' stream) ends after its longest chain of
+ *   waits: 10 slow steps on rank 3, then one fast step on each of ranks 4-7
+ *   and its own last step (the FIFO's 8 slots never run out). */
 static void ringSlow(void) {
   setenv("NCCL_MAX_NCHANNELS", "1", 1), setenv("NCCL_ALGO", "Ring", 1), setenv("NCCL_PROTO", "Simple", 1);
   const char* p = writeFile("sim_slow.fabric", "hosts 1\ngpus_per_host 8\ndegrade host0/gpu3/nvlink-out=10\n");
-  for (int slow = 0; slow < 2; slow++) {
+  for (int run = 0; run < 4; run++) {
+    int slow = run & 1, dataflow = run >> 1;
     if (slow) setenv("ANYCCL_SIM_FABRIC", p, 1);
     else unsetenv("ANYCCL_SIM_FABRIC");
+    setenv("ANYCCL_SIM_MODEL", dataflow ? "dataflow" : "lockstep", 1);
     initComms();
     size_t bytes = N * 65536;
     float est, got;
     allReduceTime(bytes, &est, &got);
-    double rate = slow ? 10e3 : 44e3; /* bytes per us: the slow link, or one lane (block) */
-    double want = 5 + 14 * (2 + 0.5 + 65536 / rate) + 2;
-    CHECK(fabs(est - want) < 1e-3 * want, "%s: ncclGroupSimulateEnd %g us, want %g", slow ? "slow" : "fast", est, want);
-    CHECK(fabs(got - want) < 1e-3 * want, "%s: events %g us, want %g", slow ? "slow" : "fast", got, want);
-    printf("ring all-reduce 8 x 64 KB, %s link: estimated %.3f us, events %.3f us, by hand %.3f us\n",
-           slow ? "one 10 GB/s" : "no slow", est, got, want);
+    double fast = 2 + 0.5 + 65536 / 44e3, slowStep = 2 + 0.5 + 65536 / 10e3; /* us; 44 GB/s: one lane */
+    double want = 5 + 14 * (slow ? slowStep : fast) + 2, want0 = want;
+    if (slow && dataflow) want0 = 5 + 10 * slowStep + 4 * fast + 2;
+    const char* what = dataflow ? (slow ? "dataflow, slow" : "dataflow, fast") : (slow ? "slow" : "fast");
+    CHECK(fabs(est - want) < 1e-3 * want, "%s: ncclGroupSimulateEnd %g us, want %g", what, est, want);
+    CHECK(fabs(got - want0) < 1e-3 * want0, "%s: events %g us, want %g", what, got, want0);
+    printf("ring all-reduce 8 x 64 KB, %s link, %s: estimated %.3f us, events (rank 0) %.3f us, by hand %.3f, %.3f us\n",
+           slow ? "one 10 GB/s" : "no slow", dataflow ? "dataflow" : "lock-step", est, got, want, want0);
     freeComms();
   }
+  unsetenv("ANYCCL_SIM_MODEL");
   unlink(p);
 }
 
