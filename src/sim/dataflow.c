@@ -21,10 +21,15 @@
  * launch after its previous phase ended. A rank's end also covers the
  * arrival of every flow sent to it (point-to-point receives).
  *
- * Steps run in dependency order: rounds are cut one after the other; each
- * lane queues its steps' durations and runs them as far as its inputs and
- * slots allow; a lane that waits is woken by the queue it waits on. Memory
- * is per lane and per connection (S times per connection), not per step. */
+ * Steps run in dependency order, lane by lane: the rounds' flows and
+ * durations are cut first (a run of equal rounds once: a table of each
+ * lane's step for every distinct run), then each lane runs its steps as far
+ * as its inputs and slots allow (reading its own step program in order, which
+ * keeps thousands of ranks cache-friendly) and a lane that waits is woken by
+ * the queue it waits on. Memory is per lane and connection (S times per
+ * connection) and per lane and distinct run, not per step; when a phase has
+ * more distinct runs than DF_TABLE_BYTES hold, it goes a window of rounds
+ * at a time. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,12 +44,13 @@ struct dfQueue {
   int64_t sent, taken;    /* messages sent into it and taken out */
 };
 
-/* A step waiting to run: its duration and, for the flow file and trace, its flow. */
+/* A lane's step in a run of equal rounds: its duration and its flow (dst
+ * -1: none). */
 struct dfStep {
   double dur, bytes;
-  int dst, round, nlinks;
-  int links[8];
+  int dst;
 };
+#define DF_TABLE_BYTES (128 << 20)
 
 struct dfState {
   struct anycclSimWorld* w;
@@ -57,8 +63,12 @@ struct dfState {
   char* inStack;
   double *tEnd, *arrive, *taken; /* arrive/taken: [nq * S] */
   double* rankArr;               /* [n]: latest arrival of a flow sent to the rank */
-  struct dfStep** pend;          /* per lane: a ring of steps to run */
-  int *pendHead, *pendCount, *pendCap;
+  const int* lr;                 /* [nl]: each lane's steps */
+  const struct anycclLane** lanes; /* [nl] */
+  int kEnd;                      /* steps below it are in the table */
+  int kBase;                     /* the table's first round */
+  const int* runOf;              /* [rounds]: run of round k, relative to the table */
+  const struct dfStep* table;    /* [runs * nl] */
   struct dfQueue* q;
   /* flow file and trace */
   int tracks, tracing;
@@ -69,7 +79,7 @@ struct dfState {
 
 static const struct anycclLane* laneOf(const struct dfState* s, int L, int* r) {
   *r = s->laneRank[L];
-  return &s->plans[*r]->phases[s->p].lanes[L - s->laneBase[*r]];
+  return s->lanes[L];
 }
 
 static int isRecvConn(const struct anycclSimWorld* w, const struct ncclComm* comm, const struct anycclConn* c) {
@@ -115,35 +125,20 @@ static void wake(struct dfState* s, int L, int q) {
   }
 }
 
-static ncclResult_t pendPush(struct dfState* s, int L, const struct dfStep* e) {
-  if (s->pendCount[L] == s->pendCap[L]) {
-    int cap = s->pendCap[L] ? 2 * s->pendCap[L] : 2;
-    struct dfStep* a = malloc(sizeof(*a) * cap);
-    if (a == NULL) return ncclSystemError;
-    for (int i = 0; i < s->pendCount[L]; i++) a[i] = s->pend[L][(s->pendHead[L] + i) % s->pendCap[L]];
-    free(s->pend[L]);
-    s->pend[L] = a;
-    s->pendHead[L] = 0;
-    s->pendCap[L] = cap;
-  }
-  s->pend[L][(s->pendHead[L] + s->pendCount[L]) % s->pendCap[L]] = *e;
-  s->pendCount[L]++;
-  return ncclSuccess;
-}
-
 static double dmax(double a, double b) { return a > b ? a : b; }
 
-/* Run lane L's queued steps while their inputs and slots are there (force:
- * run them anyway, a plan whose connections did not pair up). */
+/* Run lane L's steps while their inputs and slots are there (force: run
+ * them anyway, a plan whose connections did not pair up). */
 static void runLane(struct dfState* s, int L, int force) {
   int r;
   const struct anycclLane* l = laneOf(s, L, &r);
-  int S = s->S;
-  while (s->pendCount[L] > 0) {
+  int S = s->S, nl = s->nl, last = s->lr[L] < s->kEnd ? s->lr[L] : s->kEnd;
+  const struct anycclStep* steps = l->kind == LANE_STEPS ? l->steps : NULL;
+  while (s->done[L] < last) {
     int k = s->done[L], qin = -1, qout = -1;
-    const struct dfStep* e = &s->pend[L][s->pendHead[L]];
-    if (l->kind == LANE_STEPS) {
-      const struct anycclStep* st = &l->steps[k % l->nsteps];
+    const struct dfStep* e = &s->table[(size_t)s->runOf[k - s->kBase] * nl + L];
+    if (steps) {
+      const struct anycclStep* st = &steps[k % l->nsteps];
       if (st->recv >= 0 && st->recv < s->nconn[L]) qin = s->qBase[L] + st->recv;
       if (st->send >= 0 && st->send < s->nconn[L] && e->dst >= 0) qout = sendQueue(s, L, st->send);
     }
@@ -176,8 +171,11 @@ static void runLane(struct dfState* s, int L, int force) {
     if (s->tracks && e->dst >= 0) {
       uint64_t id = s->w->nextFlowId++;
       int64_t p2 = qin >= 0 ? s->msgFlow[(size_t)qin * S + jin % S] : -1;
+      int links[8];
+      double lat;
+      int nlinks = e->dst == r ? 0 : simRoute(&s->w->fabric, r, e->dst, links, &lat);
       simWriteFlow(s->w, id, s->lastFlow[L], p2, s->plans[0]->seq, s->what, r, e->dst, e->bytes,
-                   L - s->laneBase[r], e->round, e->links, e->nlinks, ready, end);
+                   L - s->laneBase[r], k, links, nlinks, ready, end);
       s->lastFlow[L] = (int64_t)id;
       if (qout >= 0) s->msgFlow[(size_t)qout * S + jout % S] = (int64_t)id;
     }
@@ -194,8 +192,6 @@ static void runLane(struct dfState* s, int L, int force) {
     }
     s->tEnd[L] = end;
     s->done[L]++;
-    s->pendHead[L] = (s->pendHead[L] + 1) % s->pendCap[L];
-    s->pendCount[L]--;
   }
 }
 
@@ -208,9 +204,7 @@ static void drain(struct dfState* s) {
 }
 
 static void stateFree(struct dfState* s) {
-  if (s->pend)
-    for (int L = 0; L < s->nl; L++) free(s->pend[L]);
-  free(s->pend), free(s->pendHead), free(s->pendCount), free(s->pendCap);
+  free(s->lanes);
   free(s->laneRank), free(s->done), free(s->blockQ), free(s->qBase), free(s->nconn), free(s->sendMap);
   free(s->stack), free(s->inStack), free(s->tEnd), free(s->arrive), free(s->taken), free(s->q);
   free(s->lastFlow), free(s->msgFlow);
@@ -227,12 +221,9 @@ static ncclResult_t stateInit(struct dfState* s, const double* ps) {
   s->stack = malloc(sizeof(int) * (nl + 1));
   s->inStack = calloc(nl + 1, 1);
   s->tEnd = malloc(sizeof(double) * (nl + 1));
-  s->pend = calloc(nl + 1, sizeof(*s->pend));
-  s->pendHead = calloc(nl + 1, sizeof(int));
-  s->pendCount = calloc(nl + 1, sizeof(int));
-  s->pendCap = calloc(nl + 1, sizeof(int));
+  s->lanes = malloc(sizeof(*s->lanes) * (nl + 1));
   if (!s->laneRank || !s->done || !s->blockQ || !s->qBase || !s->nconn || !s->stack || !s->inStack || !s->tEnd ||
-      !s->pend || !s->pendHead || !s->pendCount || !s->pendCap)
+      !s->lanes)
     return ncclSystemError;
   int nq = 0;
   for (int r = 0; r < n; r++) {
@@ -240,6 +231,7 @@ static ncclResult_t stateInit(struct dfState* s, const double* ps) {
     for (int li = 0; li < ph->nlanes; li++) {
       int L = s->laneBase[r] + li, c = 0;
       s->laneRank[L] = r;
+      s->lanes[L] = &ph->lanes[li];
       s->blockQ[L] = -1;
       s->tEnd[L] = ps[r];
       s->qBase[L] = nq;
@@ -273,6 +265,27 @@ static ncclResult_t stateInit(struct dfState* s, const double* ps) {
   return ncclSuccess;
 }
 
+/* Run every lane up to round kEnd (the table's rounds). */
+static void runTo(struct dfState* s, int kEnd) {
+  s->kEnd = kEnd;
+  for (int L = s->nl - 1; L >= 0; L--)
+    if (s->blockQ[L] < 0) push(s, L);
+  drain(s);
+}
+
+/* Lanes that still wait before round kEnd wait on a peer that never sends
+ * (connections that did not pair up) or, past a window of rounds, on a step
+ * the table no longer holds: run them without that wait. */
+static void unstick(struct dfState* s, int kEnd) {
+  int stuck = 0;
+  for (int L = 0; L < s->nl; L++)
+    if (s->done[L] < (s->lr[L] < kEnd ? s->lr[L] : kEnd)) stuck++, s->blockQ[L] = -1, runLane(s, L, 1);
+  if (stuck)
+    INFO(NCCL_COLL, "sim: %d lanes of launch %llu waited on peers that never send", stuck,
+         (unsigned long long)s->plans[0]->seq);
+  drain(s);
+}
+
 /* One phase: every rank's lanes start at ps[r]; each rank's end into pe[r]. */
 static ncclResult_t phaseRun(struct dfState* s, struct simLinkAcc* acc, struct simBuilder* b, const double* ps,
                              double* pe) {
@@ -282,10 +295,13 @@ static ncclResult_t phaseRun(struct dfState* s, struct simLinkAcc* acc, struct s
   int n = s->n, nl = s->nl, p = s->p, rounds = 0;
   ncclResult_t res = ncclSuccess;
   int* lr = malloc(sizeof(int) * (nl + 1));
-  struct dfStep* cur = malloc(sizeof(*cur) * (nl + 1));
   uint64_t* sigs = NULL;
   double* lats = NULL;
-  if (lr == NULL || cur == NULL) {
+  int* runOf = NULL;
+  struct dfStep* table = NULL;
+  size_t maxRuns = DF_TABLE_BYTES / (sizeof(struct dfStep) * (size_t)(nl + 1));
+  if (maxRuns < 2) maxRuns = 2;
+  if (lr == NULL) {
     res = ncclSystemError;
     goto out;
   }
@@ -297,67 +313,68 @@ static ncclResult_t phaseRun(struct dfState* s, struct simLinkAcc* acc, struct s
       if (k > rounds) rounds = k;
     }
   }
+  s->lr = lr;
   sigs = malloc(sizeof(uint64_t) * (rounds + 1));
   lats = calloc(rounds + 1, sizeof(double));
-  if (sigs == NULL || lats == NULL) {
+  runOf = malloc(sizeof(int) * (rounds + 1));
+  if (sigs == NULL || lats == NULL || runOf == NULL) {
     res = ncclSystemError;
     goto out;
   }
   simPhaseSigs(cal, s->plans, n, p, s->laneBase, lr, rounds, sigs, lats);
-  int havePrev = 0;
+  size_t nruns = 0;
+  for (int k = 0; k < rounds; k++) nruns += k == 0 || sigs[k] != sigs[k - 1] || lats[k] != lats[k - 1];
+  if (nruns > maxRuns) nruns = maxRuns;
+  table = malloc(sizeof(*table) * (nruns * nl + 1));
+  if (table == NULL) {
+    res = ncclSystemError;
+    goto out;
+  }
+  s->table = table, s->runOf = runOf, s->kBase = 0;
+  int run = -1;
   double repeat = 0;
   for (int k = 0; k < rounds; k++) {
-    int same = havePrev && sigs[k] == sigs[k - 1] && lats[k] == lats[k - 1];
-    if (same && !s->tracks && !s->tracing) {
-      repeat++; /* the previous round's steps again */
-    } else {
-      simAccFlush(w, acc, repeat);
-      NCCLCHECKGOTO(simRoundBuild(w, s->plans, p, k, s->laneBase, lr, b), res, out);
-      if (!same) NCCLCHECKGOTO(simFlowsRun(b->flows, b->n, fab->linkBps, fab->nLinks), res, out);
-      simAccRound(acc, b);
-      if (!s->tracks) w->nextFlowId += b->n;
-      for (int L = 0; L < nl; L++) {
-        if (k >= lr[L]) continue;
-        int r;
-        const struct anycclLane* l = laneOf(s, L, &r);
-        cur[L] = (struct dfStep){simStepLat(cal, s->plans[r]->comm, &s->plans[r]->phases[p], l, k), 0, -1, k, 0, {0}};
-      }
-      for (int i = 0; i < b->n; i++) {
-        const struct simFlow* f = &b->flows[i];
-        struct dfStep* e = &cur[s->laneBase[b->info[i].src] + b->info[i].lane];
-        e->dur += b->lat[i] + f->end;
-        e->bytes = f->bytes;
-        e->dst = b->info[i].dst;
-        e->nlinks = f->nlinks;
-        memcpy(e->links, f->links, sizeof(int) * f->nlinks);
-      }
-      repeat = 1;
-      havePrev = 1;
+    int same = k > 0 && sigs[k] == sigs[k - 1] && lats[k] == lats[k - 1];
+    if (same) {
+      repeat++;
+      runOf[k - s->kBase] = run;
+      continue;
     }
+    if ((size_t)run + 1 == nruns) { /* the table is full: run the lanes this far, then start it again */
+      runTo(s, k);
+      unstick(s, k);
+      s->kBase = k, run = -1;
+    }
+    simAccFlush(w, acc, repeat);
+    NCCLCHECKGOTO(simRoundBuild(w, s->plans, p, k, s->laneBase, lr, b), res, out);
+    NCCLCHECKGOTO(simFlowsRun(b->flows, b->n, fab->linkBps, fab->nLinks), res, out);
+    simAccRound(acc, b);
+    if (!s->tracks) w->nextFlowId += b->n;
+    struct dfStep* col = table + (size_t)(++run) * nl;
     for (int L = 0; L < nl; L++) {
       if (k >= lr[L]) continue;
-      cur[L].round = k;
-      NCCLCHECKGOTO(pendPush(s, L, &cur[L]), res, out);
-      if (s->blockQ[L] < 0) push(s, L);
+      int r = s->laneRank[L];
+      col[L] = (struct dfStep){simStepLat(cal, s->plans[r]->comm, &s->plans[r]->phases[p], s->lanes[L], k), 0, -1};
     }
-    drain(s);
+    for (int i = 0; i < b->n; i++) {
+      struct dfStep* e = &col[s->laneBase[b->info[i].src] + b->info[i].lane];
+      e->dur += b->lat[i] + b->flows[i].end;
+      e->bytes = b->flows[i].bytes;
+      e->dst = b->info[i].dst;
+    }
+    runOf[k - s->kBase] = run;
+    repeat = 1;
   }
   simAccFlush(w, acc, repeat);
-  /* whatever still waits waits on a peer that never sends (connections that
-   * did not pair up): run it without that wait */
-  int stuck = 0;
-  for (int L = 0; L < nl; L++)
-    if (s->pendCount[L] > 0) stuck++, runLane(s, L, 1);
-  if (stuck) INFO(NCCL_COLL, "sim: %d lanes of launch %llu waited on peers that never send", stuck,
-                  (unsigned long long)s->plans[0]->seq);
-  drain(s);
+  runTo(s, rounds);
+  unstick(s, rounds);
   for (int r = 0; r < n; r++) {
     double e = dmax(ps[r], s->rankArr[r]);
     for (int L = s->laneBase[r]; L < s->laneBase[r + 1]; L++) e = dmax(e, s->tEnd[L]);
     pe[r] = e;
   }
 out:
-  free(lr), free(cur), free(sigs), free(lats);
+  free(lr), free(sigs), free(lats), free(runOf), free(table);
   return res;
 }
 
