@@ -38,10 +38,24 @@
 #include "debug.h"
 #include "model.h"
 
-/* One connection's FIFO, kept at its receiving lane. */
+/* One connection's FIFO, kept at its receiving lane: a header and, per
+ * slot, when the message in it arrived and when it was taken out (the slot
+ * free again), in one record (S slots). */
 struct dfQueue {
   int recvLane, sendLane; /* global lane ids; sendLane -1 until a sender is matched */
   int64_t sent, taken;    /* messages sent into it and taken out */
+  int sentAt, takenAt;    /* sent % S, taken % S */
+};
+#define DFQ_HEAD ((sizeof(struct dfQueue) + sizeof(double) - 1) / sizeof(double))
+#define DFQ_DOUBLES(S) (DFQ_HEAD + 2 * (size_t)(S)) /* a queue record in doubles: header, arrive[S], free[S] */
+
+/* A lane's hot state, in one record. */
+struct dfLane {
+  double tEnd;                     /* when its latest step ended */
+  const struct anycclStep* steps;  /* STEPS lanes' program, else NULL */
+  int nsteps, done, last;          /* steps: in the program, run, and runnable now */
+  int rank, qBase, nconn, blockQ;  /* blockQ: the queue it waits on, or -1 */
+  int inStack;
 };
 
 /* A lane's step in a run of equal rounds: its duration and its flow (dst
@@ -50,7 +64,9 @@ struct dfStep {
   double dur, bytes;
   int dst;
 };
-#define DF_TABLE_BYTES (128 << 20)
+#ifndef DF_TABLE_BYTES
+#define DF_TABLE_BYTES (128 << 20) /* the table of runs at most; past it, windows of rounds */
+#endif
 
 struct dfState {
   struct anycclSimWorld* w;
@@ -58,18 +74,18 @@ struct dfState {
   int p, n, S;
   const int* laneBase;
   int nl, nq;
-  int *laneRank, *done, *blockQ, *qBase, *nconn, *sendMap, *stack;
+  struct dfLane* ln;             /* [nl] */
+  double* qmem;                  /* [nq * DFQ_DOUBLES(S)]: the queues */
+  int *sendMap, *stack;
   int nstack;
-  char* inStack;
-  double *tEnd, *arrive, *taken; /* arrive/taken: [nq * S] */
   double* rankArr;               /* [n]: latest arrival of a flow sent to the rank */
   const int* lr;                 /* [nl]: each lane's steps */
   const struct anycclLane** lanes; /* [nl] */
   int kEnd;                      /* steps below it are in the table */
   int kBase;                     /* the table's first round */
   const int* runOf;              /* [rounds]: run of round k, relative to the table */
+  const uint16_t* rs;            /* [rounds]: every STEPS lane's recv/send at round k (simPhaseSigs) */
   const struct dfStep* table;    /* [runs * nl] */
-  struct dfQueue* q;
   /* flow file and trace */
   int tracks, tracing;
   int64_t *lastFlow, *msgFlow;
@@ -77,10 +93,11 @@ struct dfState {
   const char* what;
 };
 
-static const struct anycclLane* laneOf(const struct dfState* s, int L, int* r) {
-  *r = s->laneRank[L];
-  return s->lanes[L];
+static struct dfQueue* queue(const struct dfState* s, int q) {
+  return (struct dfQueue*)(s->qmem + (size_t)q * DFQ_DOUBLES(s->S));
 }
+static double* arriveAt(const struct dfState* s, int q) { return s->qmem + (size_t)q * DFQ_DOUBLES(s->S) + DFQ_HEAD; }
+static double* freeAt(const struct dfState* s, int q) { return arriveAt(s, q) + s->S; }
 
 static int isRecvConn(const struct anycclSimWorld* w, const struct ncclComm* comm, const struct anycclConn* c) {
   uintptr_t p = (uintptr_t)c, base = (uintptr_t)w->p2pConns, sz = sizeof(*c);
@@ -91,36 +108,36 @@ static int isRecvConn(const struct anycclSimWorld* w, const struct ncclComm* com
 
 /* The queue that lane L's connection si sends into (-1: no receiver found). */
 static int sendQueue(struct dfState* s, int L, int si) {
-  int* m = &s->sendMap[s->qBase[L] + si];
+  int* m = &s->sendMap[s->ln[L].qBase + si];
   if (*m != -2) return *m;
-  int r;
-  const struct anycclLane* l = laneOf(s, L, &r);
+  int r = s->ln[L].rank;
+  const struct anycclLane* l = s->lanes[L];
   const struct ncclComm* comm = s->plans[r]->comm;
   int li = L - s->laneBase[r], dst = simConnPeer(s->w, comm, l->conns[si]);
   *m = -1;
   if (dst == r || dst < 0 || dst >= s->n || li >= s->laneBase[dst + 1] - s->laneBase[dst]) return -1;
-  int Ld = s->laneBase[dst] + li, rd;
-  const struct anycclLane* ld = laneOf(s, Ld, &rd);
+  int Ld = s->laneBase[dst] + li;
+  const struct anycclLane* ld = s->lanes[Ld];
   const struct ncclComm* dcomm = s->plans[dst]->comm;
   if (ld->kind != LANE_STEPS) return -1;
-  for (int c = 0; c < s->nconn[Ld]; c++)
+  for (int c = 0; c < s->ln[Ld].nconn; c++)
     if (ld->conns[c] && isRecvConn(s->w, dcomm, ld->conns[c]) && simConnPeer(s->w, dcomm, ld->conns[c]) == r) {
-      *m = s->qBase[Ld] + c;
-      s->q[*m].sendLane = L;
+      *m = s->ln[Ld].qBase + c;
+      queue(s, *m)->sendLane = L;
       break;
     }
   return *m;
 }
 
 static void push(struct dfState* s, int L) {
-  if (L < 0 || s->inStack[L]) return;
-  s->inStack[L] = 1;
+  if (L < 0 || s->ln[L].inStack) return;
+  s->ln[L].inStack = 1;
   s->stack[s->nstack++] = L;
 }
 
 static void wake(struct dfState* s, int L, int q) {
-  if (L >= 0 && s->blockQ[L] == q) {
-    s->blockQ[L] = -1;
+  if (L >= 0 && s->ln[L].blockQ == q) {
+    s->ln[L].blockQ = -1;
     push(s, L);
   }
 }
@@ -130,39 +147,47 @@ static double dmax(double a, double b) { return a > b ? a : b; }
 /* Run lane L's steps while their inputs and slots are there (force: run
  * them anyway, a plan whose connections did not pair up). */
 static void runLane(struct dfState* s, int L, int force) {
-  int r;
-  const struct anycclLane* l = laneOf(s, L, &r);
-  int S = s->S, nl = s->nl, last = s->lr[L] < s->kEnd ? s->lr[L] : s->kEnd;
-  const struct anycclStep* steps = l->kind == LANE_STEPS ? l->steps : NULL;
-  while (s->done[L] < last) {
-    int k = s->done[L], qin = -1, qout = -1;
+  struct dfLane* ln = &s->ln[L];
+  int S = s->S, nl = s->nl, r = ln->rank;
+  while (ln->done < ln->last) {
+    int k = ln->done, qin = -1, qout = -1;
     const struct dfStep* e = &s->table[(size_t)s->runOf[k - s->kBase] * nl + L];
-    if (steps) {
-      const struct anycclStep* st = &steps[k % l->nsteps];
-      if (st->recv >= 0 && st->recv < s->nconn[L]) qin = s->qBase[L] + st->recv;
-      if (st->send >= 0 && st->send < s->nconn[L] && e->dst >= 0) qout = sendQueue(s, L, st->send);
+    if (ln->steps) {
+      int recv, send;
+      uint16_t rs = s->rs[k];
+      if (rs != 0xffff) { /* every lane's step k receives and sends alike (rings): no need to read the program */
+        recv = (int)(rs & 0xff) - 1, send = (int)(rs >> 8) - 1;
+      } else {
+        const struct anycclStep* st = &ln->steps[k % ln->nsteps];
+        recv = st->recv, send = st->send;
+      }
+      if (recv >= 0 && recv < ln->nconn) qin = ln->qBase + recv;
+      if (send >= 0 && send < ln->nconn && e->dst >= 0) qout = sendQueue(s, L, send);
     }
-    double ready = s->tEnd[L];
+    double ready = ln->tEnd;
+    struct dfQueue *in = NULL, *out = NULL;
     int64_t jin = 0, jout = 0;
     if (qin >= 0) {
-      jin = s->q[qin].taken;
-      if (s->q[qin].sent > jin) ready = dmax(ready, s->arrive[(size_t)qin * S + jin % S]);
+      in = queue(s, qin);
+      jin = in->taken;
+      if (in->sent > jin) ready = dmax(ready, arriveAt(s, qin)[in->takenAt]);
       else if (!force) {
-        s->blockQ[L] = qin;
+        ln->blockQ = qin;
         return;
       } else {
-        qin = -1;
+        in = NULL;
       }
     }
     if (qout >= 0) {
-      jout = s->q[qout].sent;
-      if (jout >= S) {
-        if (s->q[qout].taken > jout - S) ready = dmax(ready, s->taken[(size_t)qout * S + (jout - S) % S]);
+      out = queue(s, qout);
+      jout = out->sent;
+      if (jout >= S) { /* the slot of message jout - S, the same slot */
+        if (out->taken > jout - S) ready = dmax(ready, freeAt(s, qout)[out->sentAt]);
         else if (!force) {
-          s->blockQ[L] = qout;
+          ln->blockQ = qout;
           return;
         } else {
-          qout = -1;
+          out = NULL;
         }
       }
     }
@@ -170,89 +195,83 @@ static void runLane(struct dfState* s, int L, int force) {
     if (e->dst >= 0) s->rankArr[e->dst] = dmax(s->rankArr[e->dst], end);
     if (s->tracks && e->dst >= 0) {
       uint64_t id = s->w->nextFlowId++;
-      int64_t p2 = qin >= 0 ? s->msgFlow[(size_t)qin * S + jin % S] : -1;
+      int64_t p2 = in ? s->msgFlow[(size_t)qin * S + in->takenAt] : -1;
       int links[8];
       double lat;
       int nlinks = e->dst == r ? 0 : simRoute(&s->w->fabric, r, e->dst, links, &lat);
       simWriteFlow(s->w, id, s->lastFlow[L], p2, s->plans[0]->seq, s->what, r, e->dst, e->bytes,
                    L - s->laneBase[r], k, links, nlinks, ready, end);
       s->lastFlow[L] = (int64_t)id;
-      if (qout >= 0) s->msgFlow[(size_t)qout * S + jout % S] = (int64_t)id;
+      if (out) s->msgFlow[(size_t)qout * S + out->sentAt] = (int64_t)id;
     }
     if (s->tracing) simTraceStep(s->st, s->laneBase, r, e->dst, L - s->laneBase[r], e->bytes, ready, end);
-    if (qin >= 0) {
-      s->taken[(size_t)qin * S + jin % S] = end;
-      s->q[qin].taken++;
-      wake(s, s->q[qin].sendLane, qin);
+    if (in) {
+      freeAt(s, qin)[in->takenAt] = end;
+      in->taken++;
+      if (++in->takenAt == S) in->takenAt = 0;
+      wake(s, in->sendLane, qin);
     }
-    if (qout >= 0) {
-      s->arrive[(size_t)qout * S + jout % S] = end;
-      s->q[qout].sent++;
-      wake(s, s->q[qout].recvLane, qout);
+    if (out) {
+      arriveAt(s, qout)[out->sentAt] = end;
+      out->sent++;
+      if (++out->sentAt == S) out->sentAt = 0;
+      wake(s, out->recvLane, qout);
     }
-    s->tEnd[L] = end;
-    s->done[L]++;
+    ln->tEnd = end;
+    ln->done++;
   }
 }
 
 static void drain(struct dfState* s) {
   while (s->nstack > 0) {
     int L = s->stack[--s->nstack];
-    s->inStack[L] = 0;
+    s->ln[L].inStack = 0;
     runLane(s, L, 0);
   }
 }
 
 static void stateFree(struct dfState* s) {
-  free(s->lanes);
-  free(s->laneRank), free(s->done), free(s->blockQ), free(s->qBase), free(s->nconn), free(s->sendMap);
-  free(s->stack), free(s->inStack), free(s->tEnd), free(s->arrive), free(s->taken), free(s->q);
+  free(s->lanes), free(s->ln), free(s->qmem), free(s->sendMap), free(s->stack);
   free(s->lastFlow), free(s->msgFlow);
 }
 
 /* Phase p's lanes and queues; lanes start at ps[r]. */
 static ncclResult_t stateInit(struct dfState* s, const double* ps) {
   int n = s->n, nl = s->nl;
-  s->laneRank = malloc(sizeof(int) * (nl + 1));
-  s->done = calloc(nl + 1, sizeof(int));
-  s->blockQ = malloc(sizeof(int) * (nl + 1));
-  s->qBase = malloc(sizeof(int) * (nl + 1));
-  s->nconn = calloc(nl + 1, sizeof(int));
+  s->ln = calloc(nl + 1, sizeof(*s->ln));
   s->stack = malloc(sizeof(int) * (nl + 1));
-  s->inStack = calloc(nl + 1, 1);
-  s->tEnd = malloc(sizeof(double) * (nl + 1));
   s->lanes = malloc(sizeof(*s->lanes) * (nl + 1));
-  if (!s->laneRank || !s->done || !s->blockQ || !s->qBase || !s->nconn || !s->stack || !s->inStack || !s->tEnd ||
-      !s->lanes)
-    return ncclSystemError;
+  if (!s->ln || !s->stack || !s->lanes) return ncclSystemError;
   int nq = 0;
   for (int r = 0; r < n; r++) {
     const struct anycclPhase* ph = &s->plans[r]->phases[s->p];
     for (int li = 0; li < ph->nlanes; li++) {
       int L = s->laneBase[r] + li, c = 0;
-      s->laneRank[L] = r;
-      s->lanes[L] = &ph->lanes[li];
-      s->blockQ[L] = -1;
-      s->tEnd[L] = ps[r];
-      s->qBase[L] = nq;
-      if (ph->lanes[li].kind == LANE_STEPS)
+      const struct anycclLane* l = &ph->lanes[li];
+      struct dfLane* ln = &s->ln[L];
+      s->lanes[L] = l;
+      ln->rank = r;
+      ln->blockQ = -1;
+      ln->tEnd = ps[r];
+      ln->qBase = nq;
+      if (l->kind == LANE_STEPS && l->nsteps > 0) {
+        ln->steps = l->steps, ln->nsteps = l->nsteps;
         for (int i = 0; i < ANYCCL_MAX_LANE_CONNS; i++)
-          if (ph->lanes[li].conns[i]) c = i + 1;
-      s->nconn[L] = c;
+          if (l->conns[i]) c = i + 1;
+      }
+      ln->nconn = c;
       nq += c;
     }
   }
   s->nq = nq;
   size_t slots = (size_t)nq * s->S + 1;
-  s->q = malloc(sizeof(*s->q) * (nq + 1));
+  s->qmem = calloc((size_t)nq * DFQ_DOUBLES(s->S) + 1, sizeof(double));
   s->sendMap = malloc(sizeof(int) * (nq + 1));
-  s->arrive = malloc(sizeof(double) * slots);
-  s->taken = malloc(sizeof(double) * slots);
-  if (!s->q || !s->sendMap || !s->arrive || !s->taken) return ncclSystemError;
+  if (!s->qmem || !s->sendMap) return ncclSystemError;
   for (int L = 0; L < nl; L++)
-    for (int c = 0; c < s->nconn[L]; c++) {
-      int q = s->qBase[L] + c;
-      s->q[q] = (struct dfQueue){L, -1, 0, 0};
+    for (int c = 0; c < s->ln[L].nconn; c++) {
+      int q = s->ln[L].qBase + c;
+      *queue(s, q) = (struct dfQueue){L, -1, 0, 0, 0, 0};
       s->sendMap[q] = -2;
     }
   if (s->tracks) {
@@ -268,8 +287,10 @@ static ncclResult_t stateInit(struct dfState* s, const double* ps) {
 /* Run every lane up to round kEnd (the table's rounds). */
 static void runTo(struct dfState* s, int kEnd) {
   s->kEnd = kEnd;
-  for (int L = s->nl - 1; L >= 0; L--)
-    if (s->blockQ[L] < 0) push(s, L);
+  for (int L = s->nl - 1; L >= 0; L--) {
+    s->ln[L].last = s->lr[L] < kEnd ? s->lr[L] : kEnd;
+    if (s->ln[L].blockQ < 0) push(s, L);
+  }
   drain(s);
 }
 
@@ -279,7 +300,7 @@ static void runTo(struct dfState* s, int kEnd) {
 static void unstick(struct dfState* s, int kEnd) {
   int stuck = 0;
   for (int L = 0; L < s->nl; L++)
-    if (s->done[L] < (s->lr[L] < kEnd ? s->lr[L] : kEnd)) stuck++, s->blockQ[L] = -1, runLane(s, L, 1);
+    if (s->ln[L].done < s->ln[L].last) stuck++, s->ln[L].blockQ = -1, runLane(s, L, 1);
   if (stuck)
     INFO(NCCL_COLL, "sim: %d lanes of launch %llu waited on peers that never send", stuck,
          (unsigned long long)s->plans[0]->seq);
@@ -298,6 +319,7 @@ static ncclResult_t phaseRun(struct dfState* s, struct simLinkAcc* acc, struct s
   uint64_t* sigs = NULL;
   double* lats = NULL;
   int* runOf = NULL;
+  uint16_t* rs = NULL;
   struct dfStep* table = NULL;
   size_t maxRuns = DF_TABLE_BYTES / (sizeof(struct dfStep) * (size_t)(nl + 1));
   if (maxRuns < 2) maxRuns = 2;
@@ -317,11 +339,15 @@ static ncclResult_t phaseRun(struct dfState* s, struct simLinkAcc* acc, struct s
   sigs = malloc(sizeof(uint64_t) * (rounds + 1));
   lats = calloc(rounds + 1, sizeof(double));
   runOf = malloc(sizeof(int) * (rounds + 1));
-  if (sigs == NULL || lats == NULL || runOf == NULL) {
+  rs = malloc(sizeof(uint16_t) * (rounds + 1));
+  if (sigs == NULL || lats == NULL || runOf == NULL || rs == NULL) {
     res = ncclSystemError;
     goto out;
   }
-  simPhaseSigs(cal, s->plans, n, p, s->laneBase, lr, rounds, sigs, lats);
+  simPhaseSigs(cal, s->plans, n, p, s->laneBase, lr, rounds, sigs, lats, rs);
+  for (int k = 0; k < rounds; k++)
+    if (rs[k] == 0xfffe) rs[k] = 0xffff;
+  s->rs = rs;
   size_t nruns = 0;
   for (int k = 0; k < rounds; k++) nruns += k == 0 || sigs[k] != sigs[k - 1] || lats[k] != lats[k - 1];
   if (nruns > maxRuns) nruns = maxRuns;
@@ -353,7 +379,7 @@ static ncclResult_t phaseRun(struct dfState* s, struct simLinkAcc* acc, struct s
     struct dfStep* col = table + (size_t)(++run) * nl;
     for (int L = 0; L < nl; L++) {
       if (k >= lr[L]) continue;
-      int r = s->laneRank[L];
+      int r = s->ln[L].rank;
       col[L] = (struct dfStep){simStepLat(cal, s->plans[r]->comm, &s->plans[r]->phases[p], s->lanes[L], k), 0, -1};
     }
     for (int i = 0; i < b->n; i++) {
@@ -370,11 +396,11 @@ static ncclResult_t phaseRun(struct dfState* s, struct simLinkAcc* acc, struct s
   unstick(s, rounds);
   for (int r = 0; r < n; r++) {
     double e = dmax(ps[r], s->rankArr[r]);
-    for (int L = s->laneBase[r]; L < s->laneBase[r + 1]; L++) e = dmax(e, s->tEnd[L]);
+    for (int L = s->laneBase[r]; L < s->laneBase[r + 1]; L++) e = dmax(e, s->ln[L].tEnd);
     pe[r] = e;
   }
 out:
-  free(lr), free(sigs), free(lats), free(runOf), free(table);
+  free(lr), free(sigs), free(lats), free(runOf), free(rs), free(table);
   return res;
 }
 

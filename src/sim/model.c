@@ -183,8 +183,10 @@ static uint64_t laneSig(const struct anycclPhase* ph, const struct anycclLane* l
 /* Every round's signature and step latency, lane by lane (each lane's
  * steps are read in order: thousands of ranks stay cache-friendly). */
 void simPhaseSigs(const struct simCalib* cal, struct anycclPlan** plans, int n, int p, const int* laneBase,
-                  const int* lr, int rounds, uint64_t* sigs, double* lats) {
+                  const int* lr, int rounds, uint64_t* sigs, double* lats, uint16_t* rs) {
   for (int k = 0; k < rounds; k++) sigs[k] = 0x243f6a8885a308d3ull, lats[k] = 0;
+  if (rs)
+    for (int k = 0; k < rounds; k++) rs[k] = 0xfffe; /* no step lane yet */
   for (int r = 0; r < n; r++) {
     const struct anycclPhase* ph = &plans[r]->phases[p];
     const struct ncclComm* comm = plans[r]->comm;
@@ -197,6 +199,10 @@ void simPhaseSigs(const struct simCalib* cal, struct anycclPlan** plans, int n, 
         sigs[k] = mix(sigs[k], laneSig(ph, &ph->lanes[li], k, &e, &si, &ri) ^ (uint64_t)ll << 62 ^
                                    (uint64_t)li << 40 ^ (uint64_t)r << 44);
         if (lat > lats[k]) lats[k] = lat;
+        if (rs && ph->lanes[li].kind == LANE_STEPS) {
+          uint16_t v = (uint16_t)((ri + 1) | (si + 1) << 8);
+          rs[k] = rs[k] == 0xfffe || rs[k] == v ? v : 0xffff;
+        }
       }
     }
   }
@@ -326,7 +332,7 @@ static ncclResult_t lockstepRun(struct anycclSimWorld* w, struct anycclPlan** pl
       res = ncclSystemError;
       break;
     }
-    simPhaseSigs(cal, plans, n, p, laneBase, lr, rounds, sigs, lats);
+    simPhaseSigs(cal, plans, n, p, laneBase, lr, rounds, sigs, lats, NULL);
     uint64_t prevSig = 0;
     int havePrev = 0;
     double repeat = 0, prevRound = 0, prevLat = 0;

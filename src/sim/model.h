@@ -45,9 +45,11 @@ double simStepLat(const struct simCalib* cal, const struct ncclComm* comm, const
                   const struct anycclLane* l, int k);
 /* Every round's signature and largest step latency in phase p (rounds
  * whose signatures and latencies are equal move the same flows). lr: each
- * lane's rounds, laneBase: each rank's first lane. */
+ * lane's rounds, laneBase: each rank's first lane. rs (NULL: not wanted):
+ * per round, (recv + 1) | (send + 1) << 8 of the step every step lane runs
+ * in it when they all agree (rings), else 0xffff (or 0xfffe: none). */
 void simPhaseSigs(const struct simCalib* cal, struct anycclPlan** plans, int n, int p, const int* laneBase,
-                  const int* lr, int rounds, uint64_t* sigs, double* lats);
+                  const int* lr, int rounds, uint64_t* sigs, double* lats, uint16_t* rs);
 /* Round k's flows into b (b->n = 0 first); their rates are not computed. */
 ncclResult_t simRoundBuild(struct anycclSimWorld* w, struct anycclPlan** plans, int p, int k, const int* laneBase,
                            const int* lr, struct simBuilder* b);
