@@ -3,11 +3,13 @@
  *
  * The flows and their rates are the lock-step model's: round k of a phase
  * is step k of every lane, and its flows share links max-min fairly
- * (model.c, flows.c), which gives each lane's step a duration: step
- * latency + route latency + transfer (a step that sends nothing: its step
- * latency). What changes is when a step starts. Each lane runs its steps in
- * order, and step k starts when
- *   - the lane's previous step ended,
+ * (model.c, flows.c), which gives each lane's step a step latency and a
+ * route latency + transfer (none for a step that sends nothing). What
+ * changes is when a step starts. Each lane runs its steps in order, and
+ * step k moves its data (route latency + transfer) once
+ *   - the lane's previous step ended and its step latency passed (the
+ *     latency overlaps a wait for input: a block polling its FIFO has done
+ *     its setup),
  *   - the message it receives (if it receives) has arrived: a connection is
  *     a FIFO, the j-th receive takes the j-th message its peer sent, which
  *     arrives when the sender's step ends, and
@@ -61,7 +63,7 @@ struct dfLane {
 /* A lane's step in a run of equal rounds: its duration and its flow (dst
  * -1: none). */
 struct dfStep {
-  double dur, bytes;
+  double lat, dur, bytes; /* lat: its step latency, which overlaps the wait for its input; dur: the rest */
   int dst;
 };
 #ifndef DF_TABLE_BYTES
@@ -164,7 +166,7 @@ static void runLane(struct dfState* s, int L, int force) {
       if (recv >= 0 && recv < ln->nconn) qin = ln->qBase + recv;
       if (send >= 0 && send < ln->nconn && e->dst >= 0) qout = sendQueue(s, L, send);
     }
-    double ready = ln->tEnd;
+    double ready = ln->tEnd + e->lat;
     struct dfQueue *in = NULL, *out = NULL;
     int64_t jin = 0, jout = 0;
     if (qin >= 0) {
@@ -380,7 +382,7 @@ static ncclResult_t phaseRun(struct dfState* s, struct simLinkAcc* acc, struct s
     for (int L = 0; L < nl; L++) {
       if (k >= lr[L]) continue;
       int r = s->ln[L].rank;
-      col[L] = (struct dfStep){simStepLat(cal, s->plans[r]->comm, &s->plans[r]->phases[p], s->lanes[L], k), 0, -1};
+      col[L] = (struct dfStep){simStepLat(cal, s->plans[r]->comm, &s->plans[r]->phases[p], s->lanes[L], k), 0, 0, -1};
     }
     for (int i = 0; i < b->n; i++) {
       struct dfStep* e = &col[s->laneBase[b->info[i].src] + b->info[i].lane];
