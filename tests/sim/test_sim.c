@@ -1,7 +1,7 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow conservation reserve flowfile PATH
+ *   flows_one flows_share spine bad_fabric ring_slow chain_fill conservation reserve flowfile PATH
  *   trace PATH timeline PATH rails */
 #include <math.h>
 #include <stdio.h>
@@ -270,6 +270,52 @@ static void ringSlow(void) {
   unlink(p);
 }
 
+/* Broadcast of 4 slices of 512 KB from rank 0 along the chain 0 -> 1 -> ...
+ * -> 7 (one lane, Simple). A hop: step latency 2 + route 0.5 + 512 KB at
+ * one lane's 44 GB/s.
+ *   lock-step: 4 rounds of a hop (every rank moves slice k in round k);
+ *   dataflow: the root sends its 4 slices back to back and ends then (the
+ *   events on its stream); rank 1 forwards each slice as it arrives, its
+ *   step latency hidden in the wait, so every further rank lags one route
+ *   + transfer: the last rank has slice 3 (n - 2) = 6 such lags later
+ *   (ncclGroupSimulateEnd: the slowest rank). */
+static void chainFill(void) {
+  setenv("NCCL_MAX_NCHANNELS", "1", 1), setenv("NCCL_PROTO", "Simple", 1);
+  unsetenv("ANYCCL_SIM_FABRIC");
+  for (int dataflow = 0; dataflow < 2; dataflow++) {
+    setenv("ANYCCL_SIM_MODEL", dataflow ? "dataflow" : "lockstep", 1);
+    initComms();
+    size_t bytes = 4 << 19;
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    ncclGroupStart();
+    for (int i = 0; i < N; i++) ncclBroadcast(bufs[i], bufs[i], bytes, ncclChar, 0, comms[i], streams[i]);
+    CHECK(ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
+    cudaEvent_t a, b;
+    cudaSetDevice(0);
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    cudaEventRecord(a, streams[0]);
+    ncclGroupStart();
+    for (int i = 0; i < N; i++) ncclBroadcast(bufs[i], bufs[i], bytes, ncclChar, 0, comms[i], streams[i]);
+    ncclGroupEnd();
+    cudaSetDevice(0);
+    cudaEventRecord(b, streams[0]);
+    cudaEventSynchronize(b);
+    float ms = -1;
+    cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    double lag = 0.5 + 524288 / 44e3, hop = 2 + lag; /* us */
+    double want = 5 + 4 * hop + (dataflow ? (N - 2) * lag : 0), want0 = 5 + 4 * hop;
+    const char* what = dataflow ? "dataflow" : "lock-step";
+    CHECK(fabs(info.estimatedTime - want) < 1e-3 * want, "%s: ncclGroupSimulateEnd %g us, want %g", what,
+          info.estimatedTime, want);
+    CHECK(fabs(ms * 1000 - want0) < 1e-3 * want0, "%s: root's events %g us, want %g", what, ms * 1000, want0);
+    printf("broadcast 8 ranks x 2 MB, %s: estimated %.3f us, root %.3f us, by hand %.3f, %.3f us\n", what,
+           info.estimatedTime, ms * 1000, want, want0);
+    freeComms();
+  }
+  unsetenv("ANYCCL_SIM_MODEL");
+}
+
 /* Rows of a flow file: bytes sent by each rank. */
 static void flowBytes(const char* path, double* sent, int n) {
   FILE* f = fopen(path, "r");
@@ -492,6 +538,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "spine")) spine();
   else if (!strcmp(c, "bad_fabric")) badFabric();
   else if (!strcmp(c, "ring_slow")) ringSlow();
+  else if (!strcmp(c, "chain_fill")) chainFill();
   else if (!strcmp(c, "conservation")) conservation();
   else if (!strcmp(c, "reserve")) reserve();
   else if (!strcmp(c, "flowfile") && argc > 2) flowFile(argv[2]);
@@ -499,7 +546,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "timeline") && argc > 2) timeline(argv[2]);
   else if (!strcmp(c, "rails")) rails();
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|chain_fill|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
