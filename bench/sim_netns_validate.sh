@@ -121,6 +121,7 @@ simple_step_us     20     # one FIFO slot handed to the proxy and posted on the 
 ll_efficiency      1
 nvlink_latency_us  1
 graph_launch_us    20
+model              dataflow # a step waits for its own input and a free FIFO slot: chains fill, ranks end apart
 EOF
 
 # The cuda knobs the sim reads (it makes a GPU's choices), set to the cpu

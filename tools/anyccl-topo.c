@@ -148,8 +148,9 @@ static int simFile(const char* file, int* rc, struct simFabric* fab) {
     simCalibDefaults(&c);
     *rc = simCalibLoad(file, &c, err, sizeof(err)) != ncclSuccess;
     if (*rc) fprintf(stderr, "%s\n", err);
-    else printf("%s: OK (block %g GB/s, NVLink %g GB/s, launch %g us, steps LL %g / simple %g us)\n", file,
-                c.blockGBps, c.nvlinkGBps, c.launchUs, c.llStepUs, c.simpleStepUs);
+    else printf("%s: OK (block %g GB/s, NVLink %g GB/s, launch %g us, steps LL %g / simple %g us; %s model)\n", file,
+                c.blockGBps, c.nvlinkGBps, c.launchUs, c.llStepUs, c.simpleStepUs,
+                c.model == SIM_MODEL_DATAFLOW ? "dataflow" : "lock-step");
     return 1;
   }
   if (!endsWith(file, ".fabric")) return 0;

@@ -97,7 +97,7 @@ echo "# sim calibration fitted by tools/sim-fit.sh $(date -u +%F) from:"
 for f in "${files[@]}"; do echo "#   $f"; done
 echo "# mean squared log(predicted/measured) $best over ${#files[@]} sweeps; start: ${START##*/}"
 [ -z "$fixed" ] || echo "# not fitted (no data for them):$fixed"
-for k in block_GBps nvlink_GBps pcie_GBps copy_GBps launch_us graph_launch_us ll_step_us simple_step_us \
+for k in model block_GBps nvlink_GBps pcie_GBps copy_GBps launch_us graph_launch_us ll_step_us simple_step_us \
   ll_efficiency nvlink_latency_us; do
   [ -n "${val[$k]:-}" ] && printf '%-18s %s\n' "$k" "${val[$k]}"
 done

@@ -31,8 +31,11 @@ simlib_tools() {
 # FILE -> the collective (all_reduce...) it measured
 simlib_coll() { local b; b=$(basename "$1" .txt); b=${b#calib.}; echo "${b%%.*}"; }
 
-# FILE -> "-g N -b MIN -e MAX -f F" (or -i STEP) from its header; N counts
-# the "#  Rank r ..." lines when there are more (one rank per MPI process)
+# FILE -> "-g N -b MIN -e MAX -f F -n ITERS -w WARMUP" (or -i STEP) from its
+# header; N counts the "#  Rank r ..." lines when there are more (one rank
+# per MPI process). The iterations matter to the dataflow model: launches
+# overlap (a rank starts the next one when it is done with this one), so a
+# chain's fill is paid once per timed loop, as on the measured run.
 simlib_args() {
   awk '/^# +Rank +[0-9]+ / { nr++ }
     /^# nThread/ && !h {
@@ -41,9 +44,12 @@ simlib_args() {
       if ($i == "minBytes") b = $(i + 1)
       if ($i == "maxBytes") e = $(i + 1)
       if ($i == "step:") { s = $(i + 1); f = s ~ /factor/ }
+      if ($i == "iters:" && $(i - 1) == "warmup") wu = $(i + 1)
+      if ($i == "iters:" && $(i - 1) != "warmup" && $(i - 1) != "agg") it = $(i + 1)
     }
     sub(/\(.*/, "", s); h = 1 }
-    END { if (h) printf "-g %d -b %s -e %s %s %s\n", (nr > g ? nr : g), b, e, f ? "-f" : "-i", s }' "$1"
+    END { if (h) printf "-g %d -b %s -e %s %s %s -n %d -w %d\n", (nr > g ? nr : g), b, e, f ? "-f" : "-i", s,
+                        (it > 0 ? it : 1), (wu > 0 ? wu : 0) }' "$1"
 }
 
 # FILE -> environment its sim run needs (one lane; CUDA graphs)
@@ -75,7 +81,7 @@ simlib_predict() {
   fi
   # shellcheck disable=SC2086
   env $env ANYCCL_BACKEND=sim ANYCCL_SIM_FABRIC="$fab" ${calib:+ANYCCL_SIM_CALIB="$calib"} ANYCCL_PERF_NO_PROGRESS=1 \
-    NCCL_DEBUG=WARN "$SIMLIB_TOOLS/${c}_perf" $args -n 1 -w 0 -c 0 2>&1 | simlib_rows /dev/stdin
+    NCCL_DEBUG=WARN "$SIMLIB_TOOLS/${c}_perf" $args -c 0 2>&1 | simlib_rows /dev/stdin
 }
 
 # The built-in calibration as a file (every key), for a starting point.

@@ -23,9 +23,9 @@ void simFabricDescribe(const struct simFabric* f, FILE* out) {
           f->nicGbps, f->kind == SIM_RAIL ? "rail-optimized" : "fat-tree", f->nLeaves, f->nLeaves > 1 ? "ves" : "f",
           f->hostsPerLeaf, ports * f->nicGbps / 8 / f->oversub, f->oversub, f->hopLatUs, f->nLinks);
   fprintf(out, "  device %s: block %g GB/s, NVLink %g GB/s, PCIe %g GB/s, launch %g us (graph %g), steps LL %g / "
-               "simple %g us, LL efficiency %g, NVLink latency %g us\n",
+               "simple %g us, LL efficiency %g, NVLink latency %g us; %s model\n",
           f->device, c->blockGBps, c->nvlinkGBps, c->pcieGBps, c->launchUs, c->graphLaunchUs, c->llStepUs,
-          c->simpleStepUs, c->llEfficiency, c->nvlinkLatUs);
+          c->simpleStepUs, c->llEfficiency, c->nvlinkLatUs, c->model == SIM_MODEL_DATAFLOW ? "dataflow" : "lock-step");
 }
 
 ncclResult_t simFabricWriteDot(const struct simFabric* f, FILE* out) {

@@ -32,6 +32,14 @@ void simCalibDefaults(struct simCalib* c) {
   c->simpleStepUs = 2;
   c->llEfficiency = 0.5;
   c->nvlinkLatUs = 0.5;
+  c->model = SIM_MODEL_LOCKSTEP;
+}
+
+/* "lockstep" or "dataflow" -> SIM_MODEL_*, or -1. */
+static int modelOf(const char* name) {
+  if (strcmp(name, "lockstep") == 0) return SIM_MODEL_LOCKSTEP;
+  if (strcmp(name, "dataflow") == 0) return SIM_MODEL_DATAFLOW;
+  return -1;
 }
 
 /* ---- "key value" files ------------------------------------------------------- */
@@ -152,12 +160,14 @@ ncclResult_t simCalibLoad(const char* path, struct simCalib* c, char* err, size_
 }
 
 ncclResult_t simCalibRead(const char* path, FILE* in, struct simCalib* c, char* err, size_t len) {
+  char model[32] = "";
   struct field fields[] = {
       {"block_GBps", F_DOUBLE, &c->blockGBps, 1e-3, 0},      {"nvlink_GBps", F_DOUBLE, &c->nvlinkGBps, 1e-3, 0},
       {"pcie_GBps", F_DOUBLE, &c->pcieGBps, 1e-3, 0},        {"copy_GBps", F_DOUBLE, &c->copyGBps, 1e-3, 0},
       {"launch_us", F_DOUBLE, &c->launchUs, 0, 0},           {"ll_step_us", F_DOUBLE, &c->llStepUs, 0, 0},
       {"simple_step_us", F_DOUBLE, &c->simpleStepUs, 0, 0},  {"ll_efficiency", F_DOUBLE, &c->llEfficiency, 1e-3, 0},
       {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0}, {"graph_launch_us", F_DOUBLE, &c->graphLaunchUs, 0, 0},
+      {"model", F_WORD, model, 0, sizeof(model)},
   };
   int nf = sizeof(fields) / sizeof(fields[0]), lines[SIM_MAX_FIELDS] = {0};
   if (parseStream(path, in, fields, nf, lines, err, len) != 0) return ncclInvalidUsage;
@@ -166,6 +176,13 @@ ncclResult_t simCalibRead(const char* path, FILE* in, struct simCalib* c, char* 
     snprintf(what, sizeof(what), "%g is more than 1 (payload bytes per wire byte)", c->llEfficiency);
     fail(err, len, path, lineOf(fields, lines, nf, "ll_efficiency"), "ll_efficiency", what);
     return ncclInvalidUsage;
+  }
+  if (model[0]) {
+    c->model = modelOf(model);
+    if (c->model < 0) {
+      fail(err, len, path, lineOf(fields, lines, nf, "model"), "model", "not lockstep or dataflow");
+      return ncclInvalidUsage;
+    }
   }
   return ncclSuccess;
 }
@@ -291,6 +308,15 @@ ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks
   if (calibEnv && calibEnv[0] && simCalibLoad(calibEnv, &f->calib, err, len) != ncclSuccess) return ncclInvalidUsage;
   const char* graph = getenv("ANYCCL_SIM_GRAPH"); /* kernels launched from a CUDA graph (nccl-tests -G) */
   if (graph && atoi(graph) == 1) f->calib.launchUs = f->calib.graphLaunchUs;
+  const char* model = openFiles ? getenv("ANYCCL_SIM_MODEL") : NULL; /* overrides the calibration's */
+  if (model && model[0]) {
+    if (modelOf(model) < 0) {
+      snprintf(err, len, "ANYCCL_SIM_MODEL=%.32s: not lockstep or dataflow", model);
+      simFabricFree(f);
+      return ncclInvalidUsage;
+    }
+    f->calib.model = modelOf(model);
+  }
   ncclResult_t res = setupLinks(f, err, len);
   if (res == ncclSuccess) res = applyDegrade(f, degrade, err, len);
   if (res != ncclSuccess) simFabricFree(f);

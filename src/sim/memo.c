@@ -4,7 +4,12 @@
  * the lanes' kinds, geometry, step programs, operation sizes and peers,
  * everything the model reads; a hit adds the remembered duration to the
  * latest start and the remembered traffic to the link totals. Off when a
- * flow file is written (every flow must be listed) or ANYCCL_SIM_MEMO=0. */
+ * flow file is written (every flow must be listed) or ANYCCL_SIM_MEMO=0.
+ * Under the dataflow model the ranks' ends differ and the next launch's
+ * starts with them: the key also hashes every rank's start relative to the
+ * latest (to the nanosecond), and an entry keeps every rank's end relative
+ * to it. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "checks.h"
@@ -17,6 +22,7 @@
 struct memoEntry {
   uint64_t key, key2;
   double duration;
+  double* rankEnd; /* [n], relative to the latest start; NULL: every rank ends at duration */
   uint64_t flows;
   int nlinks;
   int* links;
@@ -94,19 +100,25 @@ static void planKey(const struct anycclSimWorld* w, struct anycclPlan** plans, u
 void simMemoFree(struct anycclSimWorld* w) {
   struct simMemo* m = w->memo;
   if (m == NULL) return;
-  for (int i = 0; i < MEMO_ENTRIES; i++) free(m->e[i].links), free(m->e[i].bytes), free(m->e[i].busy);
+  for (int i = 0; i < MEMO_ENTRIES; i++)
+    free(m->e[i].links), free(m->e[i].bytes), free(m->e[i].busy), free(m->e[i].rankEnd);
   free(m->bytes0), free(m->busy0);
   free(m);
   w->memo = NULL;
 }
 
+static void endsAt(int n, double t0, const double* rel, double duration, double* rankEnd) {
+  if (rankEnd)
+    for (int r = 0; r < n; r++) rankEnd[r] = t0 + (rel ? rel[r] : duration);
+}
+
 ncclResult_t simModelCollective(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start,
-                                double* end) {
+                                double* end, double* rankEnd) {
   const char* env = getenv("ANYCCL_SIM_MEMO");
   int nLinks = w->fabric.nLinks;
   if (w->flowFile || w->tracing || (env && atoi(env) == 0)) {
     w->modelled++;
-    return simModelRun(w, plans, start, end);
+    return simModelRun(w, plans, start, end, rankEnd);
   }
   if (w->memo == NULL) {
     w->memo = calloc(1, sizeof(*w->memo));
@@ -121,6 +133,9 @@ ncclResult_t simModelCollective(struct anycclSimWorld* w, struct anycclPlan** pl
     if (start[r] > t0) t0 = start[r];
   uint64_t k1, k2;
   planKey(w, plans, &k1, &k2);
+  int dataflow = w->fabric.calib.model == SIM_MODEL_DATAFLOW;
+  if (dataflow)
+    for (int r = 0; r < w->n; r++) k1 = h64(k1, (uint64_t)llround((t0 - start[r]) * 1e9));
   m->clock++;
   for (int i = 0; i < MEMO_ENTRIES; i++) {
     struct memoEntry* e = &m->e[i];
@@ -133,21 +148,38 @@ ncclResult_t simModelCollective(struct anycclSimWorld* w, struct anycclPlan** pl
     w->nextFlowId += e->flows;
     w->reused++;
     *end = t0 + e->duration;
+    endsAt(w->n, t0, e->rankEnd, e->duration, rankEnd);
     return ncclSuccess;
   }
   memcpy(m->bytes0, w->linkBytes, sizeof(double) * nLinks);
   memcpy(m->busy0, w->linkBusy, sizeof(double) * nLinks);
   uint64_t flows0 = w->nextFlowId;
   w->modelled++;
-  NCCLCHECK(simModelRun(w, plans, start, end));
+  double* ends = rankEnd;
+  if (dataflow && ends == NULL) {
+    ends = malloc(sizeof(double) * w->n);
+    if (ends == NULL) return ncclSystemError;
+  }
+  ncclResult_t res = simModelRun(w, plans, start, end, ends);
+  if (res != ncclSuccess) {
+    if (ends != rankEnd) free(ends);
+    return res;
+  }
   /* remember it, in the least recently used entry */
   struct memoEntry* e = &m->e[0];
   for (int i = 1; i < MEMO_ENTRIES; i++)
     if (m->e[i].used < e->used) e = &m->e[i];
   int changed = 0;
   for (int l = 0; l < nLinks; l++) changed += w->linkBytes[l] != m->bytes0[l] || w->linkBusy[l] != m->busy0[l];
-  free(e->links), free(e->bytes), free(e->busy);
+  free(e->links), free(e->bytes), free(e->busy), free(e->rankEnd);
   memset(e, 0, sizeof(*e));
+  if (dataflow) { /* the ends relative to the latest start */
+    e->rankEnd = malloc(sizeof(double) * w->n);
+    if (e->rankEnd)
+      for (int r = 0; r < w->n; r++) e->rankEnd[r] = ends[r] - t0;
+    if (ends != rankEnd) free(ends);
+    if (e->rankEnd == NULL) return ncclSuccess; /* not remembered */
+  }
   e->links = malloc(sizeof(int) * (changed + 1));
   e->bytes = malloc(sizeof(double) * (changed + 1));
   e->busy = malloc(sizeof(double) * (changed + 1));

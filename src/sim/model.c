@@ -1,4 +1,5 @@
-/* The time model: a collective's plans (one per rank, the very plans the
+/* The time model, lock-step form (dataflow.c has the other; model.h): a
+ * collective's plans (one per rank, the very plans the
  * cpu and cuda executors run) become rounds of flows.
  *
  * Every phase of the plan starts when the previous one ended on every rank
@@ -18,6 +19,7 @@
 #include "checks.h"
 #include "comm.h"
 #include "plan.h"
+#include "model.h"
 #include "sim.h"
 
 static size_t blockLen(size_t total, size_t stride, size_t chunk) {
@@ -43,7 +45,7 @@ int simConnPeer(const struct anycclSimWorld* w, const struct ncclComm* comm, con
   return comm->rank;
 }
 
-static int laneRounds(const struct anycclLane* l) {
+int simLaneRounds(const struct anycclLane* l) {
   switch (l->kind) {
     case LANE_STEPS: {
       if (l->nsteps == 0) return 0;
@@ -59,14 +61,7 @@ static int laneRounds(const struct anycclLane* l) {
   return 0;
 }
 
-struct builder {
-  struct simFlow* flows;
-  struct simRoundFlow* info;
-  double* lat;
-  int n, cap;
-};
-
-static int addFlow(struct builder* b) {
+static int addFlow(struct simBuilder* b) {
   if (b->n == b->cap) {
     int cap = b->cap ? 2 * b->cap : 1024;
     struct simFlow* f = realloc(b->flows, sizeof(*f) * cap);
@@ -86,44 +81,71 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0xff51afd7ed558ccdull;
 }
 
-/* Flow file: one line per flow. */
-static void writeFlows(struct anycclSimWorld* w, const struct builder* b, uint64_t seq, const char* what, int round,
+void simWriteFlow(struct anycclSimWorld* w, uint64_t id, int64_t p1, int64_t p2, uint64_t seq, const char* what,
+                  int src, int dst, double bytes, int lane, int round, const int* links, int nlinks, double start,
+                  double end) {
+  char parents[64] = "", route[128] = "";
+  if (p1 >= 0 && p2 >= 0 && p2 != p1) snprintf(parents, sizeof(parents), "%lld %lld", (long long)p1, (long long)p2);
+  else if (p1 >= 0 || p2 >= 0) snprintf(parents, sizeof(parents), "%lld", (long long)(p1 >= 0 ? p1 : p2));
+  for (int k = 0, off = 0; k < nlinks && off < (int)sizeof(route) - 12; k++)
+    off += snprintf(route + off, sizeof(route) - off, k ? " %d" : "%d", links[k]);
+  fprintf(w->flowFile, "%llu,%s,%llu,%s,%d,%d,%.0f,%d,%d,%s,%.6f,%.6f\n", (unsigned long long)id, parents,
+          (unsigned long long)seq, what, src, dst, bytes, lane, round, route, start * 1e6, end * 1e6);
+}
+
+/* Flow file: one line per flow of a round. */
+static void writeFlows(struct anycclSimWorld* w, const struct simBuilder* b, uint64_t seq, const char* what, int round,
                        double t0, double stepLat, uint64_t firstId, const int64_t* prevOut, const int64_t* prevIn,
                        const int* laneBase) {
   for (int i = 0; i < b->n; i++) {
     const struct simFlow* f = &b->flows[i];
     const struct simRoundFlow* r = &b->info[i];
-    char parents[64] = "", route[128] = "";
     int64_t p1 = prevOut[laneBase[r->src] + r->lane];
     int64_t p2 = r->recvFrom >= 0 ? prevIn[laneBase[r->src] + r->lane] : -1;
-    if (p1 >= 0 && p2 >= 0 && p2 != p1) snprintf(parents, sizeof(parents), "%lld %lld", (long long)p1, (long long)p2);
-    else if (p1 >= 0 || p2 >= 0) snprintf(parents, sizeof(parents), "%lld", (long long)(p1 >= 0 ? p1 : p2));
-    for (int k = 0, off = 0; k < f->nlinks && off < (int)sizeof(route) - 12; k++)
-      off += snprintf(route + off, sizeof(route) - off, k ? " %d" : "%d", f->links[k]);
-    double start = t0, end = t0 + stepLat + b->lat[i] + f->end;
-    fprintf(w->flowFile, "%llu,%s,%llu,%s,%d,%d,%.0f,%d,%d,%s,%.6f,%.6f\n", (unsigned long long)(firstId + i), parents,
-            (unsigned long long)seq, what, r->src, r->dst, f->bytes, r->lane, round, route, start * 1e6, end * 1e6);
+    simWriteFlow(w, firstId + i, p1, p2, seq, what, r->src, r->dst, f->bytes, r->lane, round, f->links, f->nlinks, t0,
+                 t0 + stepLat + b->lat[i] + f->end);
   }
 }
 
 /* The protocol a GPU would use: LL up to llThreshold bytes, by the
  * collective's size, or by the operation's for send/receive lanes. */
-static int isLL(const struct ncclComm* comm, const struct anycclPhase* ph, const struct anycclLane* l, int k) {
+int simIsLL(const struct ncclComm* comm, const struct anycclPhase* ph, const struct anycclLane* l, int k) {
   double bytes = (double)ph->count * ph->elemSize;
   if (l->kind == LANE_P2P_SEND || l->kind == LANE_P2P_RECV) bytes = (double)l->ops[k].bytes;
   return bytes <= (double)comm->llThreshold;
 }
 
-/* Per-link traffic of the latest distinct round, added `repeat` times to
- * the world's totals when the rounds change. */
-struct linkAcc {
-  double* bytes;
-  double* busy;
-  int* touched;
-  int ntouched;
-};
+double simStepLat(const struct simCalib* cal, const struct ncclComm* comm, const struct anycclPhase* ph,
+                  const struct anycclLane* l, int k) {
+  return (simIsLL(comm, ph, l, k) ? cal->llStepUs : cal->simpleStepUs) * 1e-6;
+}
 
-static void accFlush(struct anycclSimWorld* w, struct linkAcc* a, double repeat) {
+ncclResult_t simAccInit(struct simLinkAcc* a, int nLinks) {
+  a->bytes = calloc(nLinks, sizeof(double));
+  a->busy = calloc(nLinks, sizeof(double));
+  a->touched = malloc(sizeof(int) * (nLinks + 1));
+  a->ntouched = 0;
+  return a->bytes && a->busy && a->touched ? ncclSuccess : ncclSystemError;
+}
+
+void simAccFree(struct simLinkAcc* a) {
+  free(a->bytes), free(a->busy), free(a->touched);
+  memset(a, 0, sizeof(*a));
+}
+
+void simAccRound(struct simLinkAcc* a, const struct simBuilder* b) {
+  for (int i = 0; i < b->n; i++) {
+    const struct simFlow* f = &b->flows[i];
+    for (int q = 0; q < f->nlinks; q++) {
+      int l = f->links[q];
+      if (a->bytes[l] == 0 && a->busy[l] == 0) a->touched[a->ntouched++] = l;
+      a->bytes[l] += f->bytes;
+      if (f->end > a->busy[l]) a->busy[l] = f->end;
+    }
+  }
+}
+
+void simAccFlush(struct anycclSimWorld* w, struct simLinkAcc* a, double repeat) {
   for (int i = 0; i < a->ntouched; i++) {
     int l = a->touched[i];
     w->linkBytes[l] += a->bytes[l] * repeat;
@@ -158,37 +180,117 @@ static uint64_t laneSig(const struct anycclPhase* ph, const struct anycclLane* l
   return (uint64_t)*elems << 20 ^ (uint64_t)(*sendIdx + 1) << 10 ^ (uint64_t)(*recvIdx + 1) ^ (uint64_t)l->kind << 60;
 }
 
-ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start, double* end) {
+/* Every round's signature and step latency, lane by lane (each lane's
+ * steps are read in order: thousands of ranks stay cache-friendly). */
+void simPhaseSigs(const struct simCalib* cal, struct anycclPlan** plans, int n, int p, const int* laneBase,
+                  const int* lr, int rounds, uint64_t* sigs, double* lats, uint16_t* rs) {
+  for (int k = 0; k < rounds; k++) sigs[k] = 0x243f6a8885a308d3ull, lats[k] = 0;
+  if (rs)
+    for (int k = 0; k < rounds; k++) rs[k] = 0xfffe; /* no step lane yet */
+  for (int r = 0; r < n; r++) {
+    const struct anycclPhase* ph = &plans[r]->phases[p];
+    const struct ncclComm* comm = plans[r]->comm;
+    for (int li = 0; li < ph->nlanes; li++) {
+      int m = lr[laneBase[r] + li];
+      for (int k = 0; k < m; k++) {
+        size_t e;
+        int si, ri, ll = simIsLL(comm, ph, &ph->lanes[li], k);
+        double lat = (ll ? cal->llStepUs : cal->simpleStepUs) * 1e-6;
+        sigs[k] = mix(sigs[k], laneSig(ph, &ph->lanes[li], k, &e, &si, &ri) ^ (uint64_t)ll << 62 ^
+                                   (uint64_t)li << 40 ^ (uint64_t)r << 44);
+        if (lat > lats[k]) lats[k] = lat;
+        if (rs && ph->lanes[li].kind == LANE_STEPS) {
+          uint16_t v = (uint16_t)((ri + 1) | (si + 1) << 8);
+          rs[k] = rs[k] == 0xfffe || rs[k] == v ? v : 0xffff;
+        }
+      }
+    }
+  }
+}
+
+ncclResult_t simRoundBuild(struct anycclSimWorld* w, struct anycclPlan** plans, int p, int k, const int* laneBase,
+                           const int* lr, struct simBuilder* b) {
+  const struct simFabric* fab = &w->fabric;
+  const struct simCalib* cal = &fab->calib;
+  int n = w->n;
+  b->n = 0;
+  for (int r = 0; r < n; r++) {
+    const struct ncclComm* comm = plans[r]->comm;
+    const struct anycclPhase* ph = &plans[r]->phases[p];
+    for (int li = 0; li < ph->nlanes; li++) {
+      const struct anycclLane* l = &ph->lanes[li];
+      if (k >= lr[laneBase[r] + li]) continue;
+      double wire = simIsLL(comm, ph, l, k) ? 1 / cal->llEfficiency : 1;
+      size_t e;
+      int si, ri, dst = -1, recvFrom = -1;
+      laneSig(ph, l, k, &e, &si, &ri);
+      double bytes = 0, cap = cal->blockGBps * 1e9;
+      if (l->kind == LANE_STEPS) {
+        if (si < 0) continue;
+        bytes = (double)e * ph->elemSize * wire;
+        dst = simConnPeer(w, comm, l->conns[si]);
+        /* a direct (one-shot) lane runs over the peer connections: the
+         * cuda backend cuts it into p2pChannels blocks, as a p2p lane */
+        uintptr_t c = (uintptr_t)l->conns[si], base = (uintptr_t)w->p2pConns;
+        if (c >= base && c < base + 2 * (size_t)n * sizeof(struct anycclConn)) cap *= comm->p2pChannels;
+        if (ri >= 0) recvFrom = simConnPeer(w, comm, l->conns[ri]);
+      } else if (l->kind == LANE_P2P_SEND) {
+        bytes = (double)e * wire;
+        dst = simConnPeer(w, comm, l->conn);
+        cap *= comm->p2pChannels;
+      } else if (l->kind == LANE_COPY) {
+        bytes = (double)e;
+        dst = r;
+        cap = cal->copyGBps * 1e9;
+      } else {
+        continue;
+      }
+      int i = addFlow(b);
+      if (i < 0) return ncclSystemError;
+      struct simFlow* f = &b->flows[i];
+      f->bytes = bytes;
+      f->cap = cap;
+      f->nlinks = simRoute(fab, r, dst, f->links, &b->lat[i]);
+      b->info[i] = (struct simRoundFlow){r, dst, li, recvFrom};
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t simRunBegin(struct anycclSimWorld* w, struct anycclPlan** plans, struct simRun* run) {
+  memset(run, 0, sizeof(*run));
+  run->tracing = simTraceBegin(w, &run->st, plans[0]->seq);
+  run->laneBase = malloc(sizeof(int) * (w->n + 1));
+  if (run->laneBase == NULL || simAccInit(&run->acc, w->fabric.nLinks) != ncclSuccess) return ncclSystemError;
+  return ncclSuccess;
+}
+
+void simRunEnd(struct simRun* run) {
+  simTraceEnd(&run->st);
+  free(run->b.flows), free(run->b.info), free(run->b.lat), free(run->laneBase);
+  simAccFree(&run->acc);
+}
+
+static ncclResult_t lockstepRun(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start,
+                                double* end) {
   const struct simFabric* fab = &w->fabric;
   const struct simCalib* cal = &fab->calib;
   int n = w->n;
   int nph = plans[0]->nphases;
-  for (int r = 1; r < n; r++)
-    if (plans[r]->nphases != nph) {
-      WARN("sim: rank %d launched %d phases and rank 0 %d for launch %llu: the ranks called different operations",
-           r, plans[r]->nphases, nph, (unsigned long long)plans[0]->seq);
-      return ncclInvalidUsage;
-    }
   double t = 0;
   for (int r = 0; r < n; r++)
     if (start[r] > t) t = start[r];
-  ncclResult_t res = ncclSuccess;
-  struct builder b = {0};
-  struct linkAcc acc = {0};
-  struct simTrace st;
-  int tracing = simTraceBegin(w, &st, plans[0]->seq);
-  int* laneBase = malloc(sizeof(int) * (n + 1));
+  struct simRun run;
+  ncclResult_t res = simRunBegin(w, plans, &run);
+  struct simBuilder* b = &run.b;
+  struct simLinkAcc* acc = &run.acc;
+  struct simTrace* st = &run.st;
+  int tracing = run.tracing, *laneBase = run.laneBase;
   int* lr = NULL;
   int64_t *prevOut = NULL, *prevIn = NULL, *curOut = NULL, *curIn = NULL;
   uint64_t* sigs = NULL;
   double* lats = NULL;
-  acc.bytes = calloc(fab->nLinks, sizeof(double));
-  acc.busy = calloc(fab->nLinks, sizeof(double));
-  acc.touched = malloc(sizeof(int) * (fab->nLinks + 1));
-  if (laneBase == NULL || !acc.bytes || !acc.busy || !acc.touched) {
-    res = ncclSystemError;
-    goto out;
-  }
+  if (res != ncclSuccess) goto out;
   int tracks = w->flowFile != NULL;
   for (int p = 0; p < nph && res == ncclSuccess; p++) {
     double tPhase = t;
@@ -197,7 +299,7 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
     laneBase[0] = 0;
     for (int r = 0; r < n; r++) laneBase[r + 1] = laneBase[r] + plans[r]->phases[p].nlanes;
     size_t nl = (size_t)laneBase[n];
-    NCCLCHECKGOTO(simTracePhase(&st, laneBase, n, tPhase, t), res, out);
+    NCCLCHECKGOTO(simTracePhase(st, laneBase, n, tPhase, t), res, out);
     free(lr);
     lr = malloc(sizeof(int) * (nl + 1));
     if (lr == NULL) {
@@ -207,7 +309,7 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
     for (int r = 0; r < n; r++) {
       const struct anycclPhase* ph = &plans[r]->phases[p];
       for (int li = 0; li < ph->nlanes; li++) {
-        int k = laneRounds(&ph->lanes[li]);
+        int k = simLaneRounds(&ph->lanes[li]);
         lr[laneBase[r] + li] = k;
         if (k > rounds) rounds = k;
       }
@@ -223,8 +325,6 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
       for (size_t i = 0; i < nl; i++) prevOut[i] = prevIn[i] = -1;
     }
     const char* what = plans[0]->phases[p].what ? plans[0]->phases[p].what : "phase";
-    /* Every round's signature and step latency, lane by lane (each lane's
-     * steps are read in order: thousands of ranks stay cache-friendly). */
     free(sigs), free(lats);
     sigs = malloc(sizeof(uint64_t) * (rounds + 1));
     lats = calloc(rounds + 1, sizeof(double));
@@ -232,22 +332,7 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
       res = ncclSystemError;
       break;
     }
-    for (int k = 0; k < rounds; k++) sigs[k] = 0x243f6a8885a308d3ull;
-    for (int r = 0; r < n; r++) {
-      const struct anycclPhase* ph = &plans[r]->phases[p];
-      const struct ncclComm* comm = plans[r]->comm;
-      for (int li = 0; li < ph->nlanes; li++) {
-        int m = lr[laneBase[r] + li];
-        for (int k = 0; k < m; k++) {
-          size_t e;
-          int si, ri, ll = isLL(comm, ph, &ph->lanes[li], k);
-          double lat = (ll ? cal->llStepUs : cal->simpleStepUs) * 1e-6;
-          sigs[k] = mix(sigs[k], laneSig(ph, &ph->lanes[li], k, &e, &si, &ri) ^ (uint64_t)ll << 62 ^
-                                     (uint64_t)li << 40 ^ (uint64_t)r << 44);
-          if (lat > lats[k]) lats[k] = lat;
-        }
-      }
-    }
+    simPhaseSigs(cal, plans, n, p, laneBase, lr, rounds, sigs, lats, NULL);
     uint64_t prevSig = 0;
     int havePrev = 0;
     double repeat = 0, prevRound = 0, prevLat = 0;
@@ -259,73 +344,23 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
         t += prevRound;
         continue;
       }
-      accFlush(w, &acc, repeat);
+      simAccFlush(w, acc, repeat);
       int same = havePrev && sig == prevSig && stepLat == prevLat;
-      /* build the round's flows */
-      b.n = 0;
-      for (int r = 0; r < n; r++) {
-        const struct ncclComm* comm = plans[r]->comm;
-        const struct anycclPhase* ph = &plans[r]->phases[p];
-        for (int li = 0; li < ph->nlanes; li++) {
-          const struct anycclLane* l = &ph->lanes[li];
-          if (k >= lr[laneBase[r] + li]) continue;
-          double wire = isLL(comm, ph, l, k) ? 1 / cal->llEfficiency : 1;
-          size_t e;
-          int si, ri, dst = -1, recvFrom = -1;
-          laneSig(ph, l, k, &e, &si, &ri);
-          double bytes = 0, cap = cal->blockGBps * 1e9;
-          if (l->kind == LANE_STEPS) {
-            if (si < 0) continue;
-            bytes = (double)e * ph->elemSize * wire;
-            dst = simConnPeer(w, comm, l->conns[si]);
-            /* a direct (one-shot) lane runs over the peer connections: the
-             * cuda backend cuts it into p2pChannels blocks, as a p2p lane */
-            uintptr_t c = (uintptr_t)l->conns[si], base = (uintptr_t)w->p2pConns;
-            if (c >= base && c < base + 2 * (size_t)n * sizeof(struct anycclConn)) cap *= comm->p2pChannels;
-            if (ri >= 0) recvFrom = simConnPeer(w, comm, l->conns[ri]);
-          } else if (l->kind == LANE_P2P_SEND) {
-            bytes = (double)e * wire;
-            dst = simConnPeer(w, comm, l->conn);
-            cap *= comm->p2pChannels;
-          } else if (l->kind == LANE_COPY) {
-            bytes = (double)e;
-            dst = r;
-            cap = cal->copyGBps * 1e9;
-          } else {
-            continue;
-          }
-          int i = addFlow(&b);
-          if (i < 0) {
-            res = ncclSystemError;
-            goto out;
-          }
-          struct simFlow* f = &b.flows[i];
-          f->bytes = bytes;
-          f->cap = cap;
-          f->nlinks = simRoute(fab, r, dst, f->links, &b.lat[i]);
-          b.info[i] = (struct simRoundFlow){r, dst, li, recvFrom};
-        }
-      }
+      NCCLCHECKGOTO(simRoundBuild(w, plans, p, k, laneBase, lr, b), res, out);
       /* the same round again: the flows, rebuilt in the same places, keep their ends */
-      if (!same) NCCLCHECKGOTO(simFlowsRun(b.flows, b.n, fab->linkBps, fab->nLinks), res, out);
+      if (!same) NCCLCHECKGOTO(simFlowsRun(b->flows, b->n, fab->linkBps, fab->nLinks), res, out);
       double roundEnd = stepLat;
-      for (int i = 0; i < b.n; i++) {
-        const struct simFlow* f = &b.flows[i];
-        double e = stepLat + b.lat[i] + f->end;
+      for (int i = 0; i < b->n; i++) {
+        double e = stepLat + b->lat[i] + b->flows[i].end;
         if (e > roundEnd) roundEnd = e;
-        for (int q = 0; q < f->nlinks; q++) {
-          int l = f->links[q];
-          if (acc.bytes[l] == 0 && acc.busy[l] == 0) acc.touched[acc.ntouched++] = l;
-          acc.bytes[l] += f->bytes;
-          if (f->end > acc.busy[l]) acc.busy[l] = f->end;
-        }
       }
+      simAccRound(acc, b);
       if (tracks) {
         memcpy(curOut, prevOut, sizeof(int64_t) * nl);
         memcpy(curIn, prevIn, sizeof(int64_t) * nl);
-        writeFlows(w, &b, plans[0]->seq, what, k, t, stepLat, w->nextFlowId, prevOut, prevIn, laneBase);
-        for (int i = 0; i < b.n; i++) {
-          const struct simRoundFlow* rf = &b.info[i];
+        writeFlows(w, b, plans[0]->seq, what, k, t, stepLat, w->nextFlowId, prevOut, prevIn, laneBase);
+        for (int i = 0; i < b->n; i++) {
+          const struct simRoundFlow* rf = &b->info[i];
           curOut[laneBase[rf->src] + rf->lane] = (int64_t)(w->nextFlowId + i);
           if (rf->dst != rf->src && rf->lane < laneBase[rf->dst + 1] - laneBase[rf->dst])
             curIn[laneBase[rf->dst] + rf->lane] = (int64_t)(w->nextFlowId + i);
@@ -334,21 +369,36 @@ ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, co
         prevOut = curOut, curOut = x;
         x = prevIn, prevIn = curIn, curIn = x;
       }
-      w->nextFlowId += b.n;
-      if (tracing) simTraceRound(&st, b.flows, b.info, b.lat, b.n, laneBase, t, stepLat, roundEnd);
+      w->nextFlowId += b->n;
+      if (tracing) simTraceRound(st, b->flows, b->info, b->lat, b->n, laneBase, t, stepLat, roundEnd);
       t += roundEnd;
       prevSig = sig, prevLat = stepLat, prevRound = roundEnd, havePrev = 1, repeat = 1;
     }
-    accFlush(w, &acc, repeat);
-    if (tracing) simTracePhaseEnd(&st, plans, p, laneBase, n, t);
+    simAccFlush(w, acc, repeat);
+    if (tracing) simTracePhaseEnd(st, plans, p, laneBase, n, t);
   }
 out:
-  simTraceEnd(&st);
-  free(sigs), free(lats);
-  free(b.flows), free(b.info), free(b.lat), free(laneBase), free(lr);
-  free(acc.bytes), free(acc.busy), free(acc.touched);
+  simRunEnd(&run);
+  free(sigs), free(lats), free(lr);
   free(prevOut), free(prevIn), free(curOut), free(curIn);
   *end = t;
+  return res;
+}
+
+ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start, double* end,
+                         double* rankEnd) {
+  int n = w->n;
+  int nph = plans[0]->nphases;
+  for (int r = 1; r < n; r++)
+    if (plans[r]->nphases != nph) {
+      WARN("sim: rank %d launched %d phases and rank 0 %d for launch %llu: the ranks called different operations",
+           r, plans[r]->nphases, nph, (unsigned long long)plans[0]->seq);
+      return ncclInvalidUsage;
+    }
+  if (w->fabric.calib.model == SIM_MODEL_DATAFLOW) return simDataflowRun(w, plans, start, end, rankEnd);
+  ncclResult_t res = lockstepRun(w, plans, start, end);
+  if (rankEnd)
+    for (int r = 0; r < n; r++) rankEnd[r] = *end;
   return res;
 }
 

@@ -27,7 +27,13 @@ struct simCalib {
   double simpleStepUs;    /* a simple-protocol step */
   double llEfficiency;    /* LL payload per wire byte */
   double nvlinkLatUs;     /* GPU -> NVSwitch -> GPU */
+  int model;              /* SIM_MODEL_*: `model` in the file, ANYCCL_SIM_MODEL overrides */
 };
+/* The time model's form (docs/simulation.md, "The time model"): lock-step
+ * rounds (every round waits for its slowest flow), or dataflow (a lane's step
+ * waits for its own input and a free FIFO slot at its receiver; ranks end
+ * when their own lanes do). */
+enum { SIM_MODEL_LOCKSTEP = 0, SIM_MODEL_DATAFLOW = 1 };
 
 /* ---- fabric --------------------------------------------------------------- */
 enum { SIM_RAIL = 0, SIM_FATTREE = 1 };
@@ -122,15 +128,18 @@ struct anycclSimWorld {
 };
 
 /* The modelled end (seconds) of one collective given every rank's plan and
- * start; writes flows when the world has a flow file. simModelCollective
+ * start, and each rank's own end in rankEnd[n] (NULL: not wanted; the
+ * lock-step model ends every rank at *end); writes flows when the world has
+ * a flow file. simModelCollective
  * (memo.c) reuses the result of an earlier launch whose plans were the same
  * (no flow file; ANYCCL_SIM_MEMO=0 turns that off); simModelRun (model.c)
  * always models. */
 int simConnPeer(const struct anycclSimWorld* w, const struct ncclComm* comm, const struct anycclConn* c);
-ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start, double* end);
+ncclResult_t simModelRun(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start, double* end,
+                         double* rankEnd);
 void simMemoFree(struct anycclSimWorld* w);
 ncclResult_t simModelCollective(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start,
-                                double* end);
+                                double* end, double* rankEnd);
 void simLinkSummary(struct anycclSimWorld* w, FILE* out, int top);
 
 /* ---- ANYCCL_TRACE (simtrace.c) ----------------------------------------------- */
@@ -153,6 +162,10 @@ ncclResult_t simTracePhase(struct simTrace* st, const int* laneBase, int n, doub
 void simTraceRound(struct simTrace* st, const struct simFlow* flows, const struct simRoundFlow* info,
                    const double* lat, int nflows, const int* laneBase, double t, double stepLat,
                    double roundLen);
+/* The dataflow model's steps, one at a time: a flow of `bytes` from src to
+ * dst on `lane` from t0 to t1 (dst < 0: a step that sends nothing). */
+void simTraceStep(struct simTrace* st, const int* laneBase, int src, int dst, int lane, double bytes, double t0,
+                  double t1);
 void simTracePhaseEnd(struct simTrace* st, struct anycclPlan** plans, int p, const int* laneBase, int n, double t);
 void simTraceEnd(struct simTrace* st);
 

@@ -91,9 +91,9 @@ static void simPost(struct ncclComm* comm, struct anycclPlan* plan, double start
   if (!last) return;
   /* Every rank posted: nobody else touches the slot until done. */
   double e = 0;
-  ncclResult_t res = simModelCollective(w, s->plans, s->start, &e);
+  ncclResult_t res = simModelCollective(w, s->plans, s->start, &e, s->endAt);
   for (int r = 0; r < n; r++) {
-    s->endAt[r] = res == ncclSuccess ? e : s->start[r];
+    if (res != ncclSuccess) s->endAt[r] = s->start[r];
     anycclPlanFree(s->plans[r]);
     s->plans[r] = NULL;
   }
@@ -173,7 +173,7 @@ float anycclSimEstimate(struct ncclComm* comms) {
         int tracing = w->tracing;
         w->flowFile = NULL;
         w->tracing = 0;
-        if (simModelRun(w, plans, start, &e) == ncclSuccess && e > worst) worst = e;
+        if (simModelRun(w, plans, start, &e, NULL) == ncclSuccess && e > worst) worst = e;
         w->flowFile = flows;
         w->tracing = tracing;
         w->nextFlowId = ids;

@@ -67,6 +67,30 @@ ncclResult_t simTracePhase(struct simTrace* st, const int* laneBase, int n, doub
   return ncclSuccess;
 }
 
+void simTraceStep(struct simTrace* st, const int* laneBase, int src, int dst, int lane, double bytes, double t,
+                  double end) {
+  if (st->f == NULL) return;
+  const struct simFabric* fab = &st->w->fabric;
+  int pid0 = st->w->tracePid;
+  size_t s = (size_t)laneBase[src] + lane;
+  if (dst < 0) { /* a step that sends nothing: the lane is busy */
+    if (end > st->laneEnd[s]) st->laneEnd[s] = end;
+    return;
+  }
+  int net = src / fab->gpusPerHost != dst / fab->gpusPerHost;
+  if (t > st->sendEnd[s]) rec(st, pid0 + src, TR_BUFWAIT, st->sendEnd[s], t, lane, -1, 0, 0, 0, 0);
+  rec(st, pid0 + src, TR_SEND, t, end, lane, dst, st->sends[s]++, bytes, 0, net);
+  st->sendEnd[s] = end;
+  if (end > st->laneEnd[s]) st->laneEnd[s] = end;
+  if (dst != src && lane < laneBase[dst + 1] - laneBase[dst]) {
+    size_t d = (size_t)laneBase[dst] + lane;
+    if (t > st->recvEnd[d]) rec(st, pid0 + dst, TR_RECVWAIT, st->recvEnd[d], t, lane, -1, 0, 0, 0, 0);
+    rec(st, pid0 + dst, TR_RECV, t, end, lane, src, st->recvs[d]++, bytes, 0, net);
+    st->recvEnd[d] = end;
+    if (end > st->laneEnd[d]) st->laneEnd[d] = end;
+  }
+}
+
 void simTraceRound(struct simTrace* st, const struct simFlow* flows, const struct simRoundFlow* info,
                    const double* lat, int nflows, const int* laneBase, double t, double stepLat,
                    double roundLen) {
@@ -74,24 +98,9 @@ void simTraceRound(struct simTrace* st, const struct simFlow* flows, const struc
   const struct simFabric* fab = &st->w->fabric;
   int pid0 = st->w->tracePid;
   double* linkBytes = NULL;
-  for (int i = 0; i < nflows; i++) {
-    const struct simFlow* f = &flows[i];
-    const struct simRoundFlow* rf = &info[i];
-    double end = t + stepLat + lat[i] + f->end;
-    int net = rf->src / fab->gpusPerHost != rf->dst / fab->gpusPerHost;
-    size_t s = (size_t)laneBase[rf->src] + rf->lane;
-    if (t > st->sendEnd[s]) rec(st, pid0 + rf->src, TR_BUFWAIT, st->sendEnd[s], t, rf->lane, -1, 0, 0, 0, 0);
-    rec(st, pid0 + rf->src, TR_SEND, t, end, rf->lane, rf->dst, st->sends[s]++, f->bytes, 0, net);
-    st->sendEnd[s] = end;
-    if (end > st->laneEnd[s]) st->laneEnd[s] = end;
-    if (rf->dst != rf->src && rf->lane < laneBase[rf->dst + 1] - laneBase[rf->dst]) {
-      size_t d = (size_t)laneBase[rf->dst] + rf->lane;
-      if (t > st->recvEnd[d]) rec(st, pid0 + rf->dst, TR_RECVWAIT, st->recvEnd[d], t, rf->lane, -1, 0, 0, 0, 0);
-      rec(st, pid0 + rf->dst, TR_RECV, t, end, rf->lane, rf->src, st->recvs[d]++, f->bytes, 0, net);
-      st->recvEnd[d] = end;
-      if (end > st->laneEnd[d]) st->laneEnd[d] = end;
-    }
-  }
+  for (int i = 0; i < nflows; i++)
+    simTraceStep(st, laneBase, info[i].src, info[i].dst, info[i].lane, flows[i].bytes, t,
+                 t + stepLat + lat[i] + flows[i].end);
   /* link utilization over the round: bytes carried / (capacity x round) */
   if (roundLen <= 0 || nflows == 0) return;
   linkBytes = calloc(fab->nLinks, sizeof(double));

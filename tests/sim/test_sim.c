@@ -1,7 +1,7 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow conservation reserve flowfile PATH
+ *   flows_one flows_share spine bad_fabric ring_slow chain_fill conservation reserve flowfile PATH
  *   trace PATH timeline PATH rails */
 #include <math.h>
 #include <stdio.h>
@@ -171,6 +171,7 @@ static void badFabric(void) {
       {"nvlink_GBps fast\n", ":1: nvlink_GBps: 'fast' is not a number"},
       {"launch_us 5\nll_efficiency 2\n", ":2: ll_efficiency: 2 is more than 1"},
       {"simple_step_us\n", ":1: simple_step_us: no value"},
+      {"launch_us 5\nmodel pipelined\n", ":2: model: not lockstep or dataflow"},
   };
   for (size_t i = 0; i < sizeof(calibs) / sizeof(calibs[0]); i++) {
     const char* p = writeFile("bad.calib", calibs[i][0]);
@@ -233,27 +234,86 @@ static void allReduceTime(size_t bytes, float* estimate, float* measured) {
 }
 
 /* Ring all-reduce on 8 ranks, one lane, Simple: 15 steps, 14 of which send
- * one 64 KB block; every round lasts step latency + route latency + the
- * slowest flow; a slow NVLink on GPU 3 sets every round's pace. */
+ * one 64 KB block (a step: step latency + route latency + transfer; the
+ * last one receives only: step latency). A slow NVLink on GPU 3:
+ *   lock-step: every round lasts as long as its slowest flow, the slow one;
+ *   dataflow: a step's latency overlaps the wait for its input, so a step
+ *   that waited costs only route latency + transfer. Rank 3 (the slow
+ *   link's sender) ends last: 14 slow steps, then its last step's latency
+ *   (its input came long before), as in lock-step; rank 0 (the events' stream) ends after
+ *   its longest chain of waits: 10 slow steps on rank 3 (latency + route +
+ *   transfer each), then a hop to each of ranks 4-7 (route + transfer) and
+ *   its own last step (hidden). The FIFO's 8 slots never run out. */
 static void ringSlow(void) {
   setenv("NCCL_MAX_NCHANNELS", "1", 1), setenv("NCCL_ALGO", "Ring", 1), setenv("NCCL_PROTO", "Simple", 1);
   const char* p = writeFile("sim_slow.fabric", "hosts 1\ngpus_per_host 8\ndegrade host0/gpu3/nvlink-out=10\n");
-  for (int slow = 0; slow < 2; slow++) {
+  for (int run = 0; run < 4; run++) {
+    int slow = run & 1, dataflow = run >> 1;
     if (slow) setenv("ANYCCL_SIM_FABRIC", p, 1);
     else unsetenv("ANYCCL_SIM_FABRIC");
+    setenv("ANYCCL_SIM_MODEL", dataflow ? "dataflow" : "lockstep", 1);
     initComms();
     size_t bytes = N * 65536;
     float est, got;
     allReduceTime(bytes, &est, &got);
-    double rate = slow ? 10e3 : 44e3; /* bytes per us: the slow link, or one lane (block) */
-    double want = 5 + 14 * (2 + 0.5 + 65536 / rate) + 2;
-    CHECK(fabs(est - want) < 1e-3 * want, "%s: ncclGroupSimulateEnd %g us, want %g", slow ? "slow" : "fast", est, want);
-    CHECK(fabs(got - want) < 1e-3 * want, "%s: events %g us, want %g", slow ? "slow" : "fast", got, want);
-    printf("ring all-reduce 8 x 64 KB, %s link: estimated %.3f us, events %.3f us, by hand %.3f us\n",
-           slow ? "one 10 GB/s" : "no slow", est, got, want);
+    double fast = 2 + 0.5 + 65536 / 44e3, slowStep = 2 + 0.5 + 65536 / 10e3; /* us; 44 GB/s: one lane */
+    double want = 5 + 14 * (slow ? slowStep : fast) + 2, want0 = want;
+    if (slow && dataflow) want0 = 5 + 10 * slowStep + 4 * (fast - 2);
+    const char* what = dataflow ? (slow ? "dataflow, slow" : "dataflow, fast") : (slow ? "slow" : "fast");
+    CHECK(fabs(est - want) < 1e-3 * want, "%s: ncclGroupSimulateEnd %g us, want %g", what, est, want);
+    CHECK(fabs(got - want0) < 1e-3 * want0, "%s: events %g us, want %g", what, got, want0);
+    printf("ring all-reduce 8 x 64 KB, %s link, %s: estimated %.3f us, events (rank 0) %.3f us, by hand %.3f, %.3f us\n",
+           slow ? "one 10 GB/s" : "no slow", dataflow ? "dataflow" : "lock-step", est, got, want, want0);
     freeComms();
   }
+  unsetenv("ANYCCL_SIM_MODEL");
   unlink(p);
+}
+
+/* Broadcast of 4 slices of 512 KB from rank 0 along the chain 0 -> 1 -> ...
+ * -> 7 (one lane, Simple). A hop: step latency 2 + route 0.5 + 512 KB at
+ * one lane's 44 GB/s.
+ *   lock-step: 4 rounds of a hop (every rank moves slice k in round k);
+ *   dataflow: the root sends its 4 slices back to back and ends then (the
+ *   events on its stream); rank 1 forwards each slice as it arrives, its
+ *   step latency hidden in the wait, so every further rank lags one route
+ *   + transfer: the last rank has slice 3 (n - 2) = 6 such lags later
+ *   (ncclGroupSimulateEnd: the slowest rank). */
+static void chainFill(void) {
+  setenv("NCCL_MAX_NCHANNELS", "1", 1), setenv("NCCL_PROTO", "Simple", 1);
+  unsetenv("ANYCCL_SIM_FABRIC");
+  for (int dataflow = 0; dataflow < 2; dataflow++) {
+    setenv("ANYCCL_SIM_MODEL", dataflow ? "dataflow" : "lockstep", 1);
+    initComms();
+    size_t bytes = 4 << 19;
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    ncclGroupStart();
+    for (int i = 0; i < N; i++) ncclBroadcast(bufs[i], bufs[i], bytes, ncclChar, 0, comms[i], streams[i]);
+    CHECK(ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
+    cudaEvent_t a, b;
+    cudaSetDevice(0);
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    cudaEventRecord(a, streams[0]);
+    ncclGroupStart();
+    for (int i = 0; i < N; i++) ncclBroadcast(bufs[i], bufs[i], bytes, ncclChar, 0, comms[i], streams[i]);
+    ncclGroupEnd();
+    cudaSetDevice(0);
+    cudaEventRecord(b, streams[0]);
+    cudaEventSynchronize(b);
+    float ms = -1;
+    cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    double lag = 0.5 + 524288 / 44e3, hop = 2 + lag; /* us */
+    double want = 5 + 4 * hop + (dataflow ? (N - 2) * lag : 0), want0 = 5 + 4 * hop;
+    const char* what = dataflow ? "dataflow" : "lock-step";
+    CHECK(fabs(info.estimatedTime - want) < 1e-3 * want, "%s: ncclGroupSimulateEnd %g us, want %g", what,
+          info.estimatedTime, want);
+    CHECK(fabs(ms * 1000 - want0) < 1e-3 * want0, "%s: root's events %g us, want %g", what, ms * 1000, want0);
+    printf("broadcast 8 ranks x 2 MB, %s: estimated %.3f us, root %.3f us, by hand %.3f, %.3f us\n", what,
+           info.estimatedTime, ms * 1000, want, want0);
+    freeComms();
+  }
+  unsetenv("ANYCCL_SIM_MODEL");
 }
 
 /* Rows of a flow file: bytes sent by each rank. */
@@ -478,6 +538,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "spine")) spine();
   else if (!strcmp(c, "bad_fabric")) badFabric();
   else if (!strcmp(c, "ring_slow")) ringSlow();
+  else if (!strcmp(c, "chain_fill")) chainFill();
   else if (!strcmp(c, "conservation")) conservation();
   else if (!strcmp(c, "reserve")) reserve();
   else if (!strcmp(c, "flowfile") && argc > 2) flowFile(argv[2]);
@@ -485,7 +546,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "timeline") && argc > 2) timeline(argv[2]);
   else if (!strcmp(c, "rails")) rails();
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|chain_fill|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
