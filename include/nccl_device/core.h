@@ -30,6 +30,7 @@
 
 /* Ranks of one LSA team (one host) a window can hold. */
 #define ANYCCL_DEV_MAX_LSA 64
+#define ANYCCL_DEV_INLINE_LSA 8
 #define NCCL_GIN_MAX_CONTEXTS 4
 
 typedef uint32_t ncclDevResourceHandle;
@@ -141,6 +142,10 @@ struct ncclDevComm {
   volatile uint32_t* errFlag;   /* host-mapped: a device wait that gave up reports here */
   uint64_t timeoutNs;           /* bound of every device wait (ANYCCL_DEV_TIMEOUT) */
   void* hostRecord;             /* the library's record (ncclDevCommDestroy) */
+  /* The resource window's bases, inline: barriers and signals find their
+   * words from the kernel's parameters, with no load of the window first. */
+  char* resourceLocal;
+  char* resourceLsa[ANYCCL_DEV_INLINE_LSA]; /* LSA peers 0..7; later ones through resourceWindow */
 };
 typedef struct ncclDevComm ncclDevComm_t;
 typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
@@ -266,14 +271,16 @@ NCCL_DEVICE_INLINE void* ncclGetMultimemPointer(ncclWindow_t, size_t, ncclMultim
 NCCL_DEVICE_INLINE void* ncclGetLsaMultimemPointer(ncclWindow_t, size_t, ncclDevComm const&) { return nullptr; }
 
 NCCL_DEVICE_INLINE void* ncclGetResourceBufferLocalPointer(ncclDevComm const& c, ncclDevResourceHandle h) {
-  return ncclGetLocalPointer(c.resourceWindow, ncclGetResourceBufferOffset(h));
+  return c.resourceLocal + ncclGetResourceBufferOffset(h);
 }
 NCCL_DEVICE_INLINE void* ncclGetResourceBufferLsaPointer(ncclDevComm const& c, ncclDevResourceHandle h, int peer) {
+  if (peer < ANYCCL_DEV_INLINE_LSA) return c.resourceLsa[peer] + ncclGetResourceBufferOffset(h);
   return ncclGetLsaPointer(c.resourceWindow, ncclGetResourceBufferOffset(h), peer);
 }
 NCCL_DEVICE_INLINE void* ncclGetResourceBufferPeerPointer(ncclDevComm const& c, ncclDevResourceHandle h, ncclTeam t,
                                                           int peer) {
-  return ncclGetPeerPointer(c.resourceWindow, ncclGetResourceBufferOffset(h), t, peer);
+  int lsa = anycclTeamToWorld(c.rank, t, peer) - (c.rank - c.lsaRank);
+  return lsa >= 0 && lsa < c.lsaSize ? ncclGetResourceBufferLsaPointer(c, h, lsa) : nullptr;
 }
 NCCL_DEVICE_INLINE void* ncclGetResourceBufferMultimemPointer(ncclDevComm const&, ncclDevResourceHandle,
                                                               ncclMultimemHandle) {

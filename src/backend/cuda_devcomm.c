@@ -431,6 +431,8 @@ static ncclResult_t devCreate(struct ncclComm* comm, const ncclDevCommRequiremen
     return res;
   }
   out->resourceWindow = d->resWin->dev;
+  out->resourceLocal = d->resWin->rec.localBase;
+  for (int i = 0; i < ANYCCL_DEV_INLINE_LSA; i++) out->resourceLsa[i] = i < lsaSize ? d->resWin->rec.lsaBase[i] : NULL;
   out->ginSignalShadows = d->shadows;
   out->abortFlag = comm->cuSharedDev ? &comm->cuSharedDev->abort : NULL;
   out->errFlag = comm->cuSharedDev ? &comm->cuSharedDev->err : NULL;
