@@ -20,6 +20,15 @@ static void* lookup(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 static int cuIpcGet(cudaIpcMemHandle_t* h, void* p) { return acuIpcGetMemHandle(h, p); }
 static int cuIpcOpen(void** p, cudaIpcMemHandle_t h, unsigned flags) { return acuIpcOpenMemHandle(p, &h); }
 
+/* The sim backend asked for, without loading anything: ncclGetUniqueId must
+ * not initialise CUDA (a program may fork its ranks after it, and CUDA does
+ * not survive a fork). */
+int anycclRtSimRequested(void) {
+  int (*simMode)(void);
+  *(void**)&simMode = lookup("anycclCpuSimMode");
+  return simMode != NULL && simMode();
+}
+
 static void rtLoad(void) {
   struct anycclRt rt = {0};
   rt.getErrorString = unknownError;

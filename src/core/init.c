@@ -402,7 +402,8 @@ NCCL_API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * out)) {
     WARN("ncclGetUniqueId: uniqueId is NULL");
     return ncclInvalidArgument;
   }
-  if (anycclRtInit() == ncclSuccess && anycclRt.kind == ANYCCL_BACKEND_SIM) return anycclSimUniqueId(out);
+  if (anycclRtSimRequested() && anycclRtInit() == ncclSuccess && anycclRt.kind == ANYCCL_BACKEND_SIM)
+    return anycclSimUniqueId(out);
   return bootstrapGetUniqueId(out);
 }
 

@@ -57,6 +57,7 @@ extern struct anycclRt anycclRt;
 
 /* Resolve the runtime once; WARN and fail if the process has none. */
 ncclResult_t anycclRtInit(void);
+int anycclRtSimRequested(void); /* ANYCCL_BACKEND=sim with anyccl-cpu (loads nothing, initialises no CUDA) */
 
 /* Call a runtime function; on error WARN with the call text and return
  * ncclUnhandledCudaError. */
