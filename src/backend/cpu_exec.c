@@ -45,6 +45,64 @@ static inline void sendDone(struct anycclConn* c, size_t bytes, uint32_t tag) {
   anycclBellRing(c->peerBell);
 }
 
+/* Sends by reference (zero copy): on a net send end whose proxy reads any
+ * host memory (conn->sendRef), a slice of at least comm->zcopyMin bytes that
+ * is already in the user's buffer (sent unchanged, or just written there) is
+ * posted as a pointer into that buffer instead of being copied into the
+ * staging slot. The memory must not change until the proxy's send completes
+ * (the FIFO's head passes the slot): a step that would write over a pending
+ * one waits, and the phase ends only once all of them are done, after which
+ * the user may reuse the buffer. (A phase that ends by abort or error may
+ * leave one being read until ncclCommAbort/ncclCommDestroy returns.) */
+#define REF_MAX 128
+struct refs {
+  int n;
+  int64_t min; /* comm->zcopyMin */
+  struct {
+    const char* p;
+    size_t len;
+    const struct anycclConn* c;
+    uint64_t step; /* the slot's message number: done once head > step */
+  } e[REF_MAX];
+};
+
+/* Drop the completed entries; returns how many went. */
+static int refsPrune(struct refs* r) {
+  int k = 0, n0 = r->n;
+  for (int i = 0; i < r->n; i++)
+    if (__atomic_load_n(&r->e[i].c->ctrl->head, __ATOMIC_ACQUIRE) <= r->e[i].step) r->e[k++] = r->e[i];
+  r->n = k;
+  return n0 - k;
+}
+
+/* May a slice of `bytes` on c go by reference? */
+static int refOk(struct refs* r, const struct anycclConn* c, size_t bytes) {
+  if (c->sendRef == NULL || r->min < 0 || bytes < (size_t)r->min || bytes == 0) return 0;
+  if (r->n == REF_MAX) refsPrune(r);
+  return r->n < REF_MAX;
+}
+
+/* Post the next slot of c as [p, p + bytes) of user memory (then sendDone). */
+static void refPost(struct refs* r, struct anycclConn* c, const char* p, size_t bytes) {
+  c->sendRef[c->step % c->nslots] = (char*)p;
+  r->e[r->n].p = p;
+  r->e[r->n].len = bytes;
+  r->e[r->n].c = c;
+  r->e[r->n].step = c->step;
+  r->n++;
+}
+
+/* Does [p, p + len) overlap a send still reading it? */
+static int refBusy(struct refs* r, const char* p, size_t len) {
+  for (int pass = 0; pass < 2; pass++) {
+    int hit = 0;
+    for (int i = 0; i < r->n && !hit; i++) hit = p < r->e[i].p + r->e[i].len && r->e[i].p < p + len;
+    if (!hit) return 0;
+    if (pass == 0) refsPrune(r);
+  }
+  return 1;
+}
+
 /* Elements of block `chunk` in a buffer of `total` elements cut in `stride`s. */
 static inline size_t blockLen(size_t total, size_t stride, size_t chunk) {
   size_t start = chunk * stride;
@@ -90,7 +148,7 @@ static void traceStep(struct anycclTraceBuf* tb, struct anycclLane* l, int li, u
  * or -1 on a protocol error (size or tag mismatch: ranks disagree on the
  * call; nothing of the slot was used). */
 static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, int li, struct ncclComm* comm,
-                            uint64_t seq) {
+                            uint64_t seq, struct refs* refs) {
   int done = 0;
   struct anycclTraceBuf* tb = comm->trace;
   while (!l->done) {
@@ -122,11 +180,23 @@ static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, int li
     }
     const void* in1 = s->in1 != BUF_NONE ? bufPtr(ph, l, s->in1, s) : NULL;
     void* out0 = s->out != BUF_NONE ? bufPtr(ph, l, s->out, s) : NULL;
+    if (n > 0 && s->out == BUF_OUT && refs->n > 0 && refBusy(refs, out0, bytes)) {
+      traceBlocked(tb, l, 0); /* the user's buffer is still being sent from */
+      break;
+    }
     void* out1 = sc ? slotPtr(sc) : NULL;
     unsigned flags = 0;
     if (ph->reduce && ph->op.op == anycclDevPreMulSum) {
       if (!rc && s->in0 == BUF_IN) flags |= ANYCCL_RED_PREMUL_IN0;
       if (s->in1 == BUF_IN) flags |= ANYCCL_RED_PREMUL_IN1;
+    }
+    /* The send's bytes already sit in the user's buffer: an unchanged input,
+     * or the output this step writes (unless only the output is divided). */
+    const char* ref = NULL;
+    if (sc && refOk(refs, sc, bytes)) {
+      if (!rc && in1 == NULL && flags == 0 && (s->in0 == BUF_IN || s->in0 == BUF_OUT)) ref = in0;
+      else if (s->out == BUF_OUT && !(ph->reduce && ph->op.op == anycclDevSumPostDiv)) ref = out0;
+      if (ref) out1 = NULL;
     }
     if (out0 == NULL) {
       out0 = out1;
@@ -137,6 +207,7 @@ static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, int li
     if (n > 0 && out0 != NULL && !(out0 == in0 && in1 == NULL && out1 == NULL && flags == 0))
       anycclReduce(&ph->op, n, in0, in1, out0, out1, flags);
     if (rc) recvDone(rc);
+    if (ref) refPost(refs, sc, ref, bytes);
     if (sc) sendDone(sc, bytes, ph->tag);
     if (tb) traceStep(tb, l, li, seq, t0, rc, sc, bytes);
     done++;
@@ -150,7 +221,7 @@ static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, int li
 }
 
 static int p2pLaneProgress(struct anycclPhase* ph, struct anycclLane* l, int li, struct ncclComm* comm,
-                           uint64_t seq) {
+                           uint64_t seq, struct refs* refs) {
   int done = 0;
   struct anycclConn* c = l->conn;
   struct anycclTraceBuf* tb = comm->trace;
@@ -170,8 +241,13 @@ static int p2pLaneProgress(struct anycclPhase* ph, struct anycclLane* l, int li,
       break;
     }
     double t0 = tb ? anycclNowSec() * 1e6 : 0;
+    if (!send && refs->n > 0 && refBusy(refs, op->ptr + l->sub, n)) {
+      traceBlocked(tb, l, 0); /* the user's buffer is still being sent from */
+      break;
+    }
     if (send) {
-      memcpy(slotPtr(c), op->ptr + l->sub, n);
+      if (refOk(refs, c, n)) refPost(refs, c, op->ptr + l->sub, n);
+      else memcpy(slotPtr(c), op->ptr + l->sub, n);
       sendDone(c, n, tag);
     } else {
       uint64_t got = c->ctrl->sizes[c->step % c->nslots], want = anycclSizeWord(n, tag);
@@ -263,19 +339,24 @@ static ncclResult_t runLanes(struct ncclComm* comm, struct anycclPhase* ph, uint
   if (ph->scalarPtr) memcpy(&ph->op.scalar, ph->scalarPtr, ph->elemSize);
   double lastProgress = 0, lastCheck = 0;
   int sigSent = 0;
+  struct refs refs;
+  refs.n = 0;
+  refs.min = comm->zcopyMin;
   for (int i = 0; i < ph->nlanes; i++) {
     struct anycclLane* l = &ph->lanes[i];
     if (l->kind == LANE_COPY) copyLaneRun(l);
     if (l->kind == LANE_STEPS && l->begin >= l->end) l->done = 1;
     if (l->done) remaining--;
   }
-  while (remaining > 0) {
+  /* the lanes, then the sends still reading the user's buffers */
+  while (remaining > 0 || refs.n > 0) {
     uint32_t seen = __atomic_load_n(&comm->bell->bell, __ATOMIC_SEQ_CST);
-    int progress = 0;
+    int progress = remaining == 0 ? refsPrune(&refs) : 0;
     for (int i = 0; i < ph->nlanes; i++) {
       struct anycclLane* l = &ph->lanes[i];
       if (l->done) continue;
-      int d = l->kind == LANE_STEPS ? stepLaneProgress(ph, l, i, comm, seq) : p2pLaneProgress(ph, l, i, comm, seq);
+      int d = l->kind == LANE_STEPS ? stepLaneProgress(ph, l, i, comm, seq, &refs)
+                                    : p2pLaneProgress(ph, l, i, comm, seq, &refs);
       if (d < 0) return ncclInvalidUsage;
       progress += d;
       if (l->done) {

@@ -90,6 +90,12 @@ struct anycclConn {
   int net;                   /* the peer is reached through the network proxy */
   int fifoIndex;             /* index of the FIFO in the receiver's segment */
   const char* via;           /* transport name, for logs */
+  /* Net send ends whose proxy can read any host memory (the built-in
+   * tables, cpu backend): per slot, user memory the proxy sends instead of
+   * the slot's bytes (NULL: the slot). The executor sets it before posting
+   * the slot; the proxy clears it when it isends (cpu_exec.c, net.c). NULL
+   * for every other end. */
+  char** sendRef;
 };
 
 /* A rank's shared segment: its doorbell, then its receive FIFOs. */

@@ -69,9 +69,12 @@ static int progressSend(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     /* Only a net with testTag hands the tag back; the others (the P2P engine,
      * NCCL plugins) match receives by tag, and receives are posted with 0. */
     int tag = p->net->testTag ? (int)(word >> 32) : 0;
-    *err = p->net->isend(nc->netComm, c->buf + slot * c->slotBytes, (uint32_t)word, tag, nc->mhandle, &req);
+    char* data = c->buf + slot * c->slotBytes;
+    if (c->sendRef && c->sendRef[slot]) data = c->sendRef[slot]; /* the user's bytes, in place */
+    *err = p->net->isend(nc->netComm, data, (uint32_t)word, tag, nc->mhandle, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
+    if (c->sendRef) c->sendRef[slot] = NULL; /* the slot's next use sets it again if it wants */
     nc->posted++;
     progressed = 1;
   }
@@ -312,6 +315,9 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
     NCCLCHECK(p->net->connect(0, handle, &nc->netComm, &comm->abortFlag));
     if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd, &p->bell.fdAsleep);
     NCCLCHECK(p->net->regMr(nc->netComm, c->buf, (size_t)c->nslots * c->slotBytes, 0, &nc->mhandle));
+    /* The built-in tables send from any host memory (plugins need it
+     * registered): the cpu executor may post user memory by reference. */
+    if (!gpu && (p->net == &anycclNetSocket || p->net == &anycclNetP2p)) ANYCCL_CALLOC(c->sendRef, c->nslots);
   }
   for (int i = 0; i < p->nconns; i++) {
     struct netConn* nc = &p->conns[i];
@@ -390,6 +396,10 @@ void anycclNetFree(struct ncclComm* comm) {
     if (nc->listenComm) p->net->closeListen(nc->listenComm);
     if (nc->netComm && nc->mhandle) p->net->deregMr(nc->netComm, nc->mhandle);
     if (nc->netComm) (nc->send ? p->net->closeSend : p->net->closeRecv)(nc->netComm);
+    if (nc->send) {
+      free(nc->conn->sendRef);
+      nc->conn->sendRef = NULL;
+    }
     free(nc->staging);
   }
   free(p->conns);
