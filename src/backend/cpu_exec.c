@@ -103,6 +103,31 @@ static int refBusy(struct refs* r, const char* p, size_t len) {
   return 1;
 }
 
+/* Receives into the user's buffer: on a net receive end with recvRef, the
+ * executor binds, up to nslots messages ahead, each message that a step will
+ * only copy into the user's buffer (an all-gather hop, the last steps of an
+ * all-reduce, a broadcast, a send/recv receive) to that place; the table
+ * stores the bytes there instead of the slot when the message has the size
+ * and tag the step expects (transport.h). A bound place may be written any
+ * time from the binding on, so only places that no step of the phase reads
+ * or writes before its own receive are bound: out-of-place ring phases, or
+ * ones that do not read their input; send/recv buffers that overlap no other
+ * buffer of the phase. The step then finds its bytes in place (recvAt). */
+static inline char* recvAt(const struct anycclConn* c) {
+  if (c->recvRef) {
+    const struct anycclRecvRef* r = &c->recvRef[c->step % c->nslots];
+    if (__atomic_load_n(&r->taken, __ATOMIC_ACQUIRE) == c->step + 1) return r->ptr;
+  }
+  return slotPtr(c);
+}
+
+static inline void bindMsg(struct anycclConn* c, uint64_t m, char* ptr, uint64_t word) {
+  struct anycclRecvRef* r = &c->recvRef[m % c->nslots];
+  r->ptr = ptr;
+  r->word = word;
+  __atomic_store_n(&r->msg, m + 1, __ATOMIC_RELEASE);
+}
+
 /* Elements of block `chunk` in a buffer of `total` elements cut in `stride`s. */
 static inline size_t blockLen(size_t total, size_t stride, size_t chunk) {
   size_t start = chunk * stride;
@@ -117,6 +142,95 @@ static char* bufPtr(const struct anycclPhase* ph, const struct anycclLane* l, in
     case BUF_SCRATCH: return l->scratch;
     default: return NULL;
   }
+}
+
+/* Bind the lane's receives up to message `limit` (exclusive). STEPS lanes
+ * with one receive end (rings, chains); step geometry as stepLaneProgress. */
+static void bindSteps(const struct anycclPhase* ph, struct anycclLane* l, struct anycclConn* rc, uint64_t limit) {
+  while (l->bind && l->bmsg < limit) {
+    if (l->bpos >= l->end) {
+      l->bind = 0;
+      break;
+    }
+    const struct anycclStep* s = &l->steps[l->bcur];
+    if (s->recv >= 0) {
+      size_t len = blockLen(l->lenTotal, l->lenStride, s->chunk);
+      if (len > l->end) len = l->end;
+      size_t n = len > l->bpos ? len - l->bpos : 0;
+      if (n > l->slice) n = l->slice;
+      if (n > 0 && s->in1 == BUF_NONE && s->out == BUF_OUT && !(ph->reduce && ph->op.op == anycclDevSumPostDiv))
+        bindMsg(rc, l->bmsg, ph->out + (s->outChunk * l->outStride + l->bpos) * ph->elemSize,
+                anycclSizeWord(n * ph->elemSize, ph->tag));
+      l->bmsg++;
+    }
+    if (++l->bcur == l->nsteps) {
+      l->bcur = 0;
+      l->bpos += l->slice;
+    }
+  }
+}
+
+/* ... P2P receive lanes: op bpos from byte bsub, a slot's bytes per message. */
+static void bindP2p(const struct anycclPhase* ph, struct anycclLane* l, struct anycclConn* c, uint64_t limit) {
+  while (l->bind && l->bmsg < limit) {
+    if (l->bpos >= (size_t)l->nops) {
+      l->bind = 0;
+      break;
+    }
+    const struct anycclP2pOp* op = &l->ops[l->bpos];
+    size_t n = op->bytes - l->bsub;
+    if (n > c->slotBytes) n = c->slotBytes;
+    uint32_t tag = ph->func == FUNC_SEND ? anycclP2pTag(op->bytes) : ph->tag;
+    if (n > 0) bindMsg(c, l->bmsg, op->ptr + l->bsub, anycclSizeWord(n, tag));
+    l->bmsg++;
+    l->bsub += n;
+    if (l->bsub >= op->bytes) {
+      l->bsub = 0;
+      l->bpos++;
+    }
+  }
+}
+
+static int overlaps(const char* a, size_t na, const char* b, size_t nb) { return a < b + nb && b < a + na; }
+
+/* May this lane's receives be bound (see recvAt)? Sets up its cursor and
+ * returns its receive end, or NULL. */
+static struct anycclConn* bindStart(const struct anycclPhase* ph, struct anycclLane* l) {
+  l->bind = 0;
+  if (l->kind == LANE_P2P_RECV) {
+    if (l->conn == NULL || l->conn->recvRef == NULL) return NULL;
+    /* every op of this lane against every op of the phase but itself */
+    for (int i = 0; i < l->nops; i++)
+      for (int j = 0; j < ph->nlanes; j++) {
+        const struct anycclLane* o = &ph->lanes[j];
+        if (o->kind == LANE_STEPS) continue;
+        for (int k = 0; k < o->nops; k++)
+          if (&o->ops[k] != &l->ops[i] && overlaps(l->ops[i].ptr, l->ops[i].bytes, o->ops[k].ptr, o->ops[k].bytes))
+            return NULL;
+      }
+    l->bpos = l->pos;
+    l->bsub = l->sub;
+    l->bmsg = l->conn->step;
+    l->bind = 1;
+    return l->conn;
+  }
+  if (l->kind != LANE_STEPS || l->done) return NULL;
+  int rv = -1, readsIn = 0;
+  for (int i = 0; i < l->nsteps; i++) {
+    const struct anycclStep* s = &l->steps[i];
+    if (s->recv >= 0 && rv >= 0 && s->recv != rv) return NULL; /* one receive end only */
+    if (s->recv >= 0) rv = s->recv;
+    if ((s->recv < 0 && s->in0 == BUF_OUT) || s->in1 == BUF_OUT) return NULL; /* reads its output */
+    readsIn |= (s->recv < 0 && s->in0 == BUF_IN) || s->in1 == BUF_IN;
+  }
+  if (rv < 0 || l->conns[rv] == NULL || l->conns[rv]->recvRef == NULL) return NULL;
+  size_t span = l->lenTotal * ph->elemSize; /* bounds both buffers' extents */
+  if (readsIn && ph->in && overlaps(ph->in, span, ph->out, span)) return NULL;
+  l->bcur = l->cur;
+  l->bpos = l->pos;
+  l->bmsg = l->conns[rv]->step;
+  l->bind = 1;
+  return l->conns[rv];
 }
 
 /* A received slot's size word against the one expected: a word without a
@@ -174,7 +288,7 @@ static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, int li
         recvDone(rc); /* a remote peer's signature, not data */
         continue;
       }
-      in0 = slotPtr(rc);
+      in0 = recvAt(rc);
     } else {
       in0 = bufPtr(ph, l, s->in0, s);
     }
@@ -206,6 +320,7 @@ static int stepLaneProgress(struct anycclPhase* ph, struct anycclLane* l, int li
     }
     if (n > 0 && out0 != NULL && !(out0 == in0 && in1 == NULL && out1 == NULL && flags == 0))
       anycclReduce(&ph->op, n, in0, in1, out0, out1, flags);
+    if (rc && l->bind) bindSteps(ph, l, rc, rc->step + 1 + (uint64_t)rc->nslots);
     if (rc) recvDone(rc);
     if (ref) refPost(refs, sc, ref, bytes);
     if (sc) sendDone(sc, bytes, ph->tag);
@@ -256,7 +371,9 @@ static int p2pLaneProgress(struct anycclPhase* ph, struct anycclLane* l, int li,
         recvDone(c); /* a remote peer's signature, not data */
         continue;
       }
-      memcpy(op->ptr + l->sub, slotPtr(c), n);
+      char* at = recvAt(c);
+      if (at != op->ptr + l->sub) memcpy(op->ptr + l->sub, at, n);
+      if (l->bind) bindP2p(ph, l, c, c->step + 1 + (uint64_t)c->nslots);
       recvDone(c);
     }
     if (tb) traceStep(tb, l, li, seq, t0, send ? NULL : c, send ? c : NULL, n);
@@ -346,7 +463,13 @@ static ncclResult_t runLanes(struct ncclComm* comm, struct anycclPhase* ph, uint
     struct anycclLane* l = &ph->lanes[i];
     if (l->kind == LANE_COPY) copyLaneRun(l);
     if (l->kind == LANE_STEPS && l->begin >= l->end) l->done = 1;
-    if (l->done) remaining--;
+    if (l->done) {
+      remaining--;
+      continue;
+    }
+    struct anycclConn* bc = bindStart(ph, l); /* the messages already postable */
+    if (bc && l->kind == LANE_STEPS) bindSteps(ph, l, bc, bc->step + (uint64_t)bc->nslots);
+    else if (bc) bindP2p(ph, l, bc, bc->step + (uint64_t)bc->nslots);
   }
   /* the lanes, then the sends still reading the user's buffers */
   while (remaining > 0 || refs.n > 0) {

@@ -213,6 +213,14 @@ static void pSetNotify(void* comm, int fd, const int32_t* asleep) {
   pthread_mutex_unlock(&c->conn->lock);
 }
 
+static void pSetPick(void* comm, void* (*pick)(void*, void*, size_t, uint32_t), void* arg) {
+  struct p2pNetComm* c = comm;
+  pthread_mutex_lock(&c->conn->lock);
+  c->conn->pick = pick;
+  c->conn->pickArg = arg;
+  pthread_mutex_unlock(&c->conn->lock);
+}
+
 static ncclResult_t pInit(void) { return anycclNetSocket.init(); }
 static ncclResult_t pDevices(int* n) { return anycclNetSocket.devices(n); }
 static ncclResult_t pGetProperties(int dev, anycclNetProperties* p) { return anycclNetSocket.getProperties(dev, p); }
@@ -221,7 +229,7 @@ static ncclResult_t pTest(void* request, int* done, size_t* sizes) { return pTes
 
 const anycclNet_t anycclNetP2p = {"P2P",    pInit,   pDevices, pGetProperties, pListen,  pConnect,
                                   pAccept,  pRegMr,  pDeregMr, pIsend,         pIrecv,   pTest,
-                                  pClose,   pClose,  pCloseListen, pSetNotify, pTestTag, NULL /* pollFds */};
+                                  pClose,   pClose,  pCloseListen, pSetNotify, pTestTag, NULL /* pollFds */, pSetPick};
 
 const anycclNet_t* anycclNetDefault(void) {
   const anycclNet_t* plugin = anycclNetPlugin();

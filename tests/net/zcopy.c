@@ -6,7 +6,10 @@
  *  - in-place all-reduce, all-gather and an out-of-place broadcast, whose
  *    steps write the buffers that earlier steps sent from (under
  *    NCCL_ALGO=Direct the all-reduce writes its result over a send of the
- *    same bytes that may still be reading them).
+ *    same bytes that may still be reading them);
+ *  - receives straight into the output when a stalled rank's signature
+ *    comes ahead of the data the receives were bound to (a small gather
+ *    that rank 1 enters late, then a scatter).
  * Exit 0 when both ranks passed. */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -59,6 +62,21 @@ static int child(int n, size_t count, const char* idfile) {
         fprintf(stderr, "rank %d round %d allreduce[%zu] = %g want %g\n", rank, round, i, buf[i],
                 k * pattern(round, i));
   }
+  /* out-of-place all-reduce and all-gather: their last steps receive
+   * straight into the output */
+  for (size_t i = 0; i < count; i++) buf[i] = (float)(rank + 1) * pattern(5, i);
+  CK(ncclAllReduce(buf, out, count, ncclFloat, ncclSum, comm, s));
+  CUCK(cudaStreamSynchronize(s));
+  for (size_t i = 0; i < count; i++)
+    if (out[i] != (float)(n * (n + 1) / 2) * pattern(5, i) && bad++ < 3)
+      fprintf(stderr, "rank %d allreduce out[%zu] = %g\n", rank, i, out[i]);
+  for (size_t i = 0; i < count; i++) buf[i] = pattern(40 + rank, i);
+  CK(ncclAllGather(buf, out, count, ncclFloat, comm, s));
+  CUCK(cudaStreamSynchronize(s));
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < count; i++)
+      if (out[(size_t)r * count + i] != pattern(40 + r, i) && bad++ < 3)
+        fprintf(stderr, "rank %d allgather out[%d][%zu] = %g\n", rank, r, i, out[(size_t)r * count + i]);
   /* in-place all-gather: my block is buf + rank * count */
   for (size_t i = 0; i < count; i++) buf[(size_t)rank * count + i] = pattern(rank, i);
   CK(ncclAllGather(buf + (size_t)rank * count, buf, count, ncclFloat, comm, s));
@@ -76,6 +94,27 @@ static int child(int n, size_t count, const char* idfile) {
   CUCK(cudaStreamSynchronize(s));
   for (size_t i = 0; i < count; i++)
     if (out[i] != pattern(9, i) && bad++ < 3) fprintf(stderr, "rank %d bcast[%zu] = %g\n", rank, i, out[i]);
+  /* a small gather to rank 0 that rank 1 enters late: rank 0 stalls with
+   * room in its send FIFO to rank 1 and sends its signature there; rank 1
+   * (not waiting: the gather has room) reads it in the next collective that
+   * receives from rank 0, a scatter, one message ahead of the data its
+   * receives were bound to */
+  for (size_t i = 0; i < 1024; i++) buf[i] = pattern(20 + rank, i);
+  if (rank == 1) usleep(800000);
+  CK(ncclGather(buf, out, 1024, ncclFloat, 0, comm, s));
+  CUCK(cudaStreamSynchronize(s));
+  for (int r = 0; r < n && rank == 0; r++)
+    for (size_t i = 0; i < 1024; i++)
+      if (out[(size_t)r * 1024 + i] != pattern(20 + r, i) && bad++ < 3)
+        fprintf(stderr, "rank 0 gather[%d][%zu] = %g\n", r, i, out[(size_t)r * 1024 + i]);
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < count; i++) buf[(size_t)r * count + i] = pattern(30 + r, i);
+  for (size_t i = 0; i < count; i++) out[i] = -4.0f;
+  if (rank == 0) usleep(100000); /* rank 1 binds its receives before the data comes */
+  CK(ncclScatter(buf, out, count, ncclFloat, 0, comm, s));
+  CUCK(cudaStreamSynchronize(s));
+  for (size_t i = 0; i < count; i++)
+    if (out[i] != pattern(30 + rank, i) && bad++ < 3) fprintf(stderr, "rank %d scatter[%zu] = %g\n", rank, i, out[i]);
   CK(ncclCommDestroy(comm));
   CUCK(cudaFree(buf));
   CUCK(cudaFree(out));
