@@ -467,7 +467,7 @@ static ncclResult_t runLanes(struct ncclComm* comm, struct anycclPhase* ph, uint
       remaining--;
       continue;
     }
-    struct anycclConn* bc = bindStart(ph, l); /* the messages already postable */
+    struct anycclConn* bc = refs.min >= 0 ? bindStart(ph, l) : NULL; /* then the messages already postable */
     if (bc && l->kind == LANE_STEPS) bindSteps(ph, l, bc, bc->step + (uint64_t)bc->nslots);
     else if (bc) bindP2p(ph, l, bc, bc->step + (uint64_t)bc->nslots);
   }
