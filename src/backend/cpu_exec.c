@@ -144,6 +144,8 @@ static char* bufPtr(const struct anycclPhase* ph, const struct anycclLane* l, in
   }
 }
 
+static int overlaps(const char* a, size_t na, const char* b, size_t nb) { return a < b + nb && b < a + na; }
+
 /* Bind the lane's receives up to message `limit` (exclusive). STEPS lanes
  * with one receive end (rings, chains); step geometry as stepLaneProgress. */
 static void bindSteps(const struct anycclPhase* ph, struct anycclLane* l, struct anycclConn* rc, uint64_t limit) {
@@ -158,9 +160,11 @@ static void bindSteps(const struct anycclPhase* ph, struct anycclLane* l, struct
       if (len > l->end) len = l->end;
       size_t n = len > l->bpos ? len - l->bpos : 0;
       if (n > l->slice) n = l->slice;
-      if (n > 0 && s->in1 == BUF_NONE && s->out == BUF_OUT && !(ph->reduce && ph->op.op == anycclDevSumPostDiv))
-        bindMsg(rc, l->bmsg, ph->out + (s->outChunk * l->outStride + l->bpos) * ph->elemSize,
-                anycclSizeWord(n * ph->elemSize, ph->tag));
+      char* to = ph->out + (s->outChunk * l->outStride + l->bpos) * ph->elemSize;
+      size_t bytes = n * ph->elemSize;
+      if (n > 0 && s->in1 == BUF_NONE && s->out == BUF_OUT && !(ph->reduce && ph->op.op == anycclDevSumPostDiv) &&
+          !(l->bind == 2 && overlaps(to, bytes, ph->in, l->lenStride * ph->elemSize)))
+        bindMsg(rc, l->bmsg, to, anycclSizeWord(bytes, ph->tag));
       l->bmsg++;
     }
     if (++l->bcur == l->nsteps) {
@@ -190,8 +194,6 @@ static void bindP2p(const struct anycclPhase* ph, struct anycclLane* l, struct a
     }
   }
 }
-
-static int overlaps(const char* a, size_t na, const char* b, size_t nb) { return a < b + nb && b < a + na; }
 
 /* May this lane's receives be bound (see recvAt)? Sets up its cursor and
  * returns its receive end, or NULL. */
@@ -225,11 +227,18 @@ static struct anycclConn* bindStart(const struct anycclPhase* ph, struct anycclL
   }
   if (rv < 0 || l->conns[rv] == NULL || l->conns[rv]->recvRef == NULL) return NULL;
   size_t span = l->lenTotal * ph->elemSize; /* bounds both buffers' extents */
-  if (readsIn && ph->in && overlaps(ph->in, span, ph->out, span)) return NULL;
+  l->bind = 1;
+  /* An in-place all-reduce reads block c of its input before the block's
+   * final value can arrive (this rank's share is in it): its places are
+   * free. An in-place all-gather's input is one block of its output: the
+   * other blocks are. Other overlaps: no binding. */
+  if (readsIn && ph->in && overlaps(ph->in, span, ph->out, span)) {
+    if (ph->func == FUNC_ALLGATHER) l->bind = 2;
+    else if (!(ph->func == FUNC_ALLREDUCE && ph->in == ph->out)) return NULL;
+  }
   l->bcur = l->cur;
   l->bpos = l->pos;
   l->bmsg = l->conns[rv]->step;
-  l->bind = 1;
   return l->conns[rv];
 }
 

@@ -69,7 +69,8 @@ struct anycclLane {
   int done;
   /* receiving into the user's buffer (cpu executor): the next message of
    * the lane's network receive end not yet bound, and the step (bcur, bpos)
-   * or op (bpos, bsub) that will take it; bind: 1 active, 0 off */
+   * or op (bpos, bsub) that will take it; bind: 1 active, 0 off, 2 active
+   * but not over the phase's input (an in-place all-gather) */
   int bind, bcur;
   size_t bpos, bsub;
   uint64_t bmsg;
