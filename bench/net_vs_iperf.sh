@@ -13,8 +13,21 @@
 #                                from the other at once (both directions), algbw per rank
 #   all_reduce_perf 2 hosts      busbw; for 2 ranks a ring all-reduce moves S bytes each way per rank,
 #                                so its bound is the per-direction rate of iperf3 --bidir
-#   (both perf tools again with ANYCCL_NET_ENGINE=p2p: the transport over the P2P engine)
+#   (both perf tools again with ANYCCL_NET_ENGINE=socket: the transport over the socket table)
 # and prints one table per run: value, reference, ratio. GB/s = 1e9 bytes/s.
+# Then the CPU time per byte of the same paths against iperf3 --bidir's: on
+# loopback the "wire" is the CPU (every byte costs the kernel a copy out of
+# the sender and one into the receiver), and on a shared machine the rate a
+# process gets follows its share of the cores, the cost per byte does not.
+#   iperf3 -P 4 --bidir   user + system time of server and client over the
+#                         bytes received both ways (the kernel's copies only;
+#                         its buffer stays in cache)
+#   the perf tools        2 ranks, 64 MB: the CPU time of a run with 20 more
+#                         iterations (out-of-place and in-place each) less
+#                         that of a short run, over the bytes those 40
+#                         operations put on the wire (each rank sends 64 MB)
+# printed as ns of CPU per byte and iperf3's over the path's (1.0: the path
+# costs only the kernel's copies).
 # Each iperf3 reference is measured before and after the rows it serves; the
 # table uses their mean and the header shows both (on a shared machine they
 # can differ a lot: read the ratios of a run whose two agree).
@@ -71,6 +84,40 @@ perf2() {
     -n 10 -w 2 -c 0 2>/dev/null | awk -v c="$col" '/^ +[0-9]+ /{v=$c} END{print (v==""?"n/a":v)}'
 }
 
+TIMEFORMAT='%U %S'
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cpu() { awk '{print $1 + $2}' "$1"; }
+
+# iperf3 --bidir: ns of CPU per byte received
+iperfCost() {
+  local p=$((PORT + 17))
+  ( time iperf3 -s -1 -p $p >/dev/null 2>&1 ) 2>"$TMP/s" &
+  local spid=$!
+  sleep 0.3
+  { time iperf3 -c 127.0.0.1 -p $p -P 4 -t 3 -J --bidir >"$TMP/j" 2>/dev/null; } 2>"$TMP/c"
+  wait $spid
+  python3 - "$TMP/j" "$(cpu "$TMP/s")" "$(cpu "$TMP/c")" <<'PY' 2>/dev/null || echo nan
+import json, sys
+d = json.load(open(sys.argv[1]))["end"]
+b = d["sum_received"]["bytes"] + d["sum_received_bidir_reverse"]["bytes"]
+print("%.3f" % ((float(sys.argv[2]) + float(sys.argv[3])) * 1e9 / b))
+PY
+}
+
+# perf tool across 2 virtual hosts at 64 MB: ns of CPU per byte on the wire
+perfCost() {
+  local tool=$1 n0=2 n1=22
+  command -v mpirun >/dev/null || { echo n/a; return; }
+  for n in $n0 $n1; do
+    { time timeout 300 scripts/mpirun-virtual-hosts.sh -np 2 --ranks-per-host 1 "$BUILD/perf/$tool" -b 64M -e 64M \
+      -n $n -w 1 -c 0 >/dev/null 2>&1; } 2>"$TMP/t$n"
+  done
+  python3 -c "import sys
+print('%.3f' % ((float(sys.argv[2]) - float(sys.argv[1])) * 1e9 / (2 * 20 * 2 * 67108864)))" \
+    "$(cpu "$TMP/t$n0")" "$(cpu "$TMP/t$n1")"
+}
+
 ratio() { python3 -c "import sys
 try: print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))
 except Exception: print('n/a')" "$1" "$2"; }
@@ -95,9 +142,9 @@ for run in $(seq 1 "$RUNS"); do
   sr1m=$(perf2 sendrecv_perf 1M 7)
   sr64m=$(perf2 sendrecv_perf 64M 7)
   ar64m=$(perf2 all_reduce_perf 64M 8)
-  psr1m=$(ANYCCL_NET_ENGINE=p2p perf2 sendrecv_perf 1M 7)
-  psr64m=$(ANYCCL_NET_ENGINE=p2p perf2 sendrecv_perf 64M 7)
-  par64m=$(ANYCCL_NET_ENGINE=p2p perf2 all_reduce_perf 64M 8)
+  psr1m=$(ANYCCL_NET_ENGINE=socket perf2 sendrecv_perf 1M 7)
+  psr64m=$(ANYCCL_NET_ENGINE=socket perf2 sendrecv_perf 64M 7)
+  par64m=$(ANYCCL_NET_ENGINE=socket perf2 all_reduce_perf 64M 8)
   bidir_b=$(iperf bidir)
   one=$(mean "$one_a" "$one_b")
   bidir=$(mean "$bidir_a" "$bidir_b")
@@ -111,9 +158,17 @@ for run in $(seq 1 "$RUNS"); do
   row "sendrecv 1 MB 2 hosts, algbw (GB/s)" "$sr1m" "$bidir" "iperf3 -P 4 --bidir, per direction"
   row "sendrecv 64 MB vs one-way (GB/s)" "$sr64m" "$one" "iperf3 -P 4 one way (the issue's ratio)"
   row "all_reduce 64 MB 2 hosts, busbw (GB/s)" "$ar64m" "$bidir" "iperf3 -P 4 --bidir, per direction"
-  row "  same, ANYCCL_NET_ENGINE=p2p" "$par64m" "$bidir" ""
-  row "sendrecv 64 MB, ANYCCL_NET_ENGINE=p2p" "$psr64m" "$bidir" "iperf3 -P 4 --bidir, per direction"
-  row "sendrecv 1 MB, ANYCCL_NET_ENGINE=p2p" "$psr1m" "$bidir" ""
-  row "sendrecv 64 MB p2p vs one-way" "$psr64m" "$one" "iperf3 -P 4 one way"
+  row "  same, ANYCCL_NET_ENGINE=socket" "$par64m" "$bidir" ""
+  row "sendrecv 64 MB, ANYCCL_NET_ENGINE=socket" "$psr64m" "$bidir" "iperf3 -P 4 --bidir, per direction"
+  row "sendrecv 1 MB, ANYCCL_NET_ENGINE=socket" "$psr1m" "$bidir" ""
+  row "sendrecv 64 MB socket vs one-way" "$psr64m" "$one" "iperf3 -P 4 one way"
+  ic=$(iperfCost)
+  printf "%-38s %10s %10s %7s  %s\n" "CPU per byte on the wire (ns)" "path" "iperf3" "ratio" "(iperf3 --bidir / path)"
+  for what in "all_reduce 64 MB|all_reduce_perf|" "all_reduce 64 MB, socket|all_reduce_perf|socket" \
+              "sendrecv 64 MB|sendrecv_perf|" "sendrecv 64 MB, socket|sendrecv_perf|socket"; do
+    IFS='|' read -r label tool eng <<<"$what"
+    if [ -n "$eng" ]; then c=$(ANYCCL_NET_ENGINE=$eng perfCost "$tool"); else c=$(perfCost "$tool"); fi
+    printf "%-38s %10s %10s %7s\n" "$label" "$c" "$ic" "$(ratio "$ic" "$c")"
+  done
   echo
 done

@@ -299,6 +299,7 @@ void anycclCommTuning(struct ncclComm* comm) {
   comm->opTimeoutSec = anycclParamInt(PARAM_OP_TIMEOUT);
   comm->peerCheckMs = anycclParamInt(PARAM_PEER_CHECK_MS);
   comm->spinCount = (int)anycclParamInt(PARAM_SPIN_COUNT);
+  comm->zcopyMin = anycclParamInt(PARAM_NET_ZCOPY_MIN);
   /* Oversubscribed (as 8 ranks on 2 cores): a waiting rank yields its core
    * to the ranks that have work instead of spinning on it. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -113,6 +113,7 @@ struct ncclComm {
   int64_t peerCheckMs;
   int spinCount;
   int yieldSpin;                 /* more ranks on this host than cores: spin by yielding */
+  int64_t zcopyMin;              /* cpu: smallest slice sent to another host from user memory (-1: never) */
   size_t directThreshold;
   size_t meshAgMax;              /* all-gather bytes up to which the mesh form runs (GPUs) */
   int forceAlgo;                 /* -1 auto, else ANYCCL_ALGO_* */

@@ -60,6 +60,13 @@ typedef struct {
    * bytes itself (test() does the I/O, no helper threads) should poll
    * before it sleeps; returns how many of max it filled. */
   int (*pollFds)(void* comm, struct pollfd* fds, int max);
+  /* anyccl extension, may be NULL: on a receive comm, pick(arg, posted,
+   * size, tag) is called once per message when its size and tag are known
+   * and before any of its bytes are stored; it returns where they go instead
+   * of the buffer the receive was posted with (`posted`), or NULL to keep
+   * that one (a returned buffer has room for `size` bytes). Called with the
+   * table's locks held, on any thread. */
+  void (*setPick)(void* recvComm, void* (*pick)(void* arg, void* posted, size_t size, uint32_t tag), void* arg);
 } anycclNet_t;
 
 /* Wake the reader of eventfd fd (a completion, a posted slot): only while

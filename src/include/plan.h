@@ -67,6 +67,13 @@ struct anycclLane {
   size_t sub;                    /* P2P: byte offset within op */
   int cur;                       /* STEPS: current step */
   int done;
+  /* receiving into the user's buffer (cpu executor): the next message of
+   * the lane's network receive end not yet bound, and the step (bcur, bpos)
+   * or op (bpos, bsub) that will take it; bind: 1 active, 0 off, 2 active
+   * but not over the phase's input (an in-place all-gather) */
+  int bind, bcur;
+  size_t bpos, bsub;
+  uint64_t bmsg;
   /* --- ANYCCL_TRACE (cpu executor) --- */
   double trWaitT;                /* when a step first found its slot not ready (us), or 0 */
   int trWaitRecv;                /* ... waiting for the peer's data (else for a free slot) */

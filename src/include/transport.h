@@ -78,6 +78,19 @@ _Static_assert(__builtin_offsetof(struct anycclXchg, failSeq) < ANYCCL_CACHELINE
 
 _Static_assert(64 + sizeof(struct anycclXchg) <= 4096, "a segment's header (bell, xchg) is 4 KiB");
 
+/* A net receive end's slot, for receiving into the user's buffer (cpu
+ * backend, built-in tables): the executor binds message `msg - 1` to user
+ * memory it will copy that message to anyway (`word`: the size word it
+ * expects); the proxy's pick sends the bytes there when the message's word
+ * is that one (taken = msg), else into the slot (cpu_exec.c, net.c). */
+struct anycclRecvRef {
+  uint64_t msg;    /* message number + 1 this binding is for (release-stored last), 0: none */
+  char* ptr;
+  uint64_t word;
+  uint64_t taken;  /* message number + 1 whose bytes went to ptr */
+  uint64_t posted; /* message number the slot's posted receive is for (proxy) */
+};
+
 /* One end of a connection, as the executor uses it. */
 struct anycclConn {
   struct anycclFifoCtrl* ctrl;
@@ -90,6 +103,13 @@ struct anycclConn {
   int net;                   /* the peer is reached through the network proxy */
   int fifoIndex;             /* index of the FIFO in the receiver's segment */
   const char* via;           /* transport name, for logs */
+  /* Net send ends whose proxy can read any host memory (the built-in
+   * tables, cpu backend): per slot, user memory the proxy sends instead of
+   * the slot's bytes (NULL: the slot). The executor sets it before posting
+   * the slot; the proxy clears it when it isends (cpu_exec.c, net.c). NULL
+   * for every other end. */
+  char** sendRef;
+  struct anycclRecvRef* recvRef; /* net receive ends of the same kind: [nslots]; NULL otherwise */
 };
 
 /* A rank's shared segment: its doorbell, then its receive FIFOs. */

@@ -187,6 +187,10 @@ struct anycclP2pConn {
   int quietBye;  /* a goodbye with requests pending is normal (the net transport's receives): no WARN */
   int notifyFd;  /* written on every completion (the net transport's proxy sleeps on it); -1: none */
   const int32_t* notifyAsleep; /* ... only while *notifyAsleep (NULL: always) */
+  /* where a message's bytes go, decided at its first chunk (the net
+   * transport's setPick; NULL: the posted buffer) */
+  void* (*pick)(void* arg, void* posted, size_t size, uint32_t imm);
+  void* pickArg;
   int64_t lastProgress;
   struct anycclP2pConn *epPrev, *epNext;
 };

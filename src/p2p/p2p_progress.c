@@ -90,9 +90,12 @@ static int recvChunkArrived(struct anycclP2pConn* c, struct anycclP2pReq* r, uin
 
 /* A message of `total` bytes arrives for receive r: too long fails it (the
  * bytes are still consumed). Returns 1 if the chunk's bytes may land. */
-static int recvAccepts(struct anycclP2pReq* r, uint64_t total, uint64_t off, uint64_t len) {
+static int recvAccepts(struct anycclP2pReq* r, uint64_t total, uint64_t off, uint64_t len, uint32_t imm) {
   if (r->total == SIZE_MAX) {
     r->total = total;
+    struct anycclP2pConn* c = r->conn;
+    void* to = c->pick && total > 0 && total <= r->size ? c->pick(c->pickArg, r->buf, (size_t)total, imm) : NULL;
+    if (to) r->buf = to;
     if (total > r->size) {
       WARN("P2P: a message of %llu bytes (tag %d) arrived for a receive of %zu bytes; the receive fails with "
            "ncclInvalidUsage (post a larger buffer)", (unsigned long long)total, r->tag, r->size);
@@ -112,7 +115,7 @@ void p2pRecvTakeUnexpected(struct anycclP2pConn* c, struct anycclP2pReq* r) {
     }
     *pp = u->next;
     r->imm = u->imm;
-    if (recvAccepts(r, u->total, u->off, u->len) && u->len) memcpy(r->buf + u->off, u->data, u->len);
+    if (recvAccepts(r, u->total, u->off, u->len, u->imm) && u->len) memcpy(r->buf + u->off, u->data, u->len);
     c->ch[u->chan].unexpCount--;
     uint64_t len = u->len;
     free(u->data);
@@ -259,7 +262,7 @@ static int dispatch(struct anycclP2pConn* c, int k) {
     case P2P_OP_MSG: {
       struct anycclP2pReq* r = findReq(c, REQ_RECV, h->tag, h->id);
       if (r) {
-        if (recvAccepts(r, h->total, h->off, h->len)) ch->rdst = r->buf + h->off;
+        if (recvAccepts(r, h->total, h->off, h->len, h->pad)) ch->rdst = r->buf + h->off;
         ch->rreq = r;
         r->imm = h->pad;
         return 0;

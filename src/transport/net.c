@@ -69,9 +69,12 @@ static int progressSend(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     /* Only a net with testTag hands the tag back; the others (the P2P engine,
      * NCCL plugins) match receives by tag, and receives are posted with 0. */
     int tag = p->net->testTag ? (int)(word >> 32) : 0;
-    *err = p->net->isend(nc->netComm, c->buf + slot * c->slotBytes, (uint32_t)word, tag, nc->mhandle, &req);
+    char* data = c->buf + slot * c->slotBytes;
+    if (c->sendRef && c->sendRef[slot]) data = c->sendRef[slot]; /* the user's bytes, in place */
+    *err = p->net->isend(nc->netComm, data, (uint32_t)word, tag, nc->mhandle, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
+    if (c->sendRef) c->sendRef[slot] = NULL; /* the slot's next use sets it again if it wants */
     nc->posted++;
     progressed = 1;
   }
@@ -99,6 +102,7 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     void* req = NULL;
     int tag = 0;
     void* mh = nc->mhandle;
+    if (c->recvRef) c->recvRef[slot].posted = nc->posted; /* read by pickRecv, under the table's lock */
     *err = p->net->irecv(nc->netComm, 1, &data, &size, &tag, &mh, &req);
     if (*err != ncclSuccess || req == NULL) break;
     nc->reqs[slot] = req;
@@ -125,6 +129,20 @@ static int progressRecv(struct anycclProxy* p, struct netConn* nc, ncclResult_t*
     progressed = 1;
   }
   return progressed;
+}
+
+/* The table asks where message bytes go (setPick): to the user memory the
+ * executor bound to this message, when the message is the one it expects. */
+static void* pickRecv(void* arg, void* posted, size_t size, uint32_t tag) {
+  struct anycclConn* c = arg;
+  if ((char*)posted < c->buf) return NULL;
+  size_t off = (size_t)((char*)posted - c->buf);
+  if (off % c->slotBytes != 0 || off / c->slotBytes >= (size_t)c->nslots) return NULL;
+  struct anycclRecvRef* r = &c->recvRef[off / c->slotBytes];
+  uint64_t m = r->posted;
+  if (__atomic_load_n(&r->msg, __ATOMIC_ACQUIRE) != m + 1 || r->word != anycclSizeWord(size, tag)) return NULL;
+  __atomic_store_n(&r->taken, m + 1, __ATOMIC_RELEASE);
+  return r->ptr;
 }
 
 /* A GPU posts slots without a doorbell: while work is recent (a launch
@@ -312,6 +330,9 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
     NCCLCHECK(p->net->connect(0, handle, &nc->netComm, &comm->abortFlag));
     if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd, &p->bell.fdAsleep);
     NCCLCHECK(p->net->regMr(nc->netComm, c->buf, (size_t)c->nslots * c->slotBytes, 0, &nc->mhandle));
+    /* The built-in tables send from any host memory (plugins need it
+     * registered): the cpu executor may post user memory by reference. */
+    if (!gpu && (p->net == &anycclNetSocket || p->net == &anycclNetP2p)) ANYCCL_CALLOC(c->sendRef, c->nslots);
   }
   for (int i = 0; i < p->nconns; i++) {
     struct netConn* nc = &p->conns[i];
@@ -320,6 +341,10 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
     if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd, &p->bell.fdAsleep);
     NCCLCHECK(p->net->regMr(nc->netComm, nc->conn->buf, (size_t)nc->conn->nslots * nc->conn->slotBytes, 0,
                             &nc->mhandle));
+    if (!gpu && p->net->setPick && (p->net == &anycclNetSocket || p->net == &anycclNetP2p)) {
+      ANYCCL_CALLOC(nc->conn->recvRef, nc->conn->nslots);
+      p->net->setPick(nc->netComm, pickRecv, nc->conn);
+    }
     p->net->closeListen(nc->listenComm);
     nc->listenComm = NULL;
   }
@@ -390,6 +415,13 @@ void anycclNetFree(struct ncclComm* comm) {
     if (nc->listenComm) p->net->closeListen(nc->listenComm);
     if (nc->netComm && nc->mhandle) p->net->deregMr(nc->netComm, nc->mhandle);
     if (nc->netComm) (nc->send ? p->net->closeSend : p->net->closeRecv)(nc->netComm);
+    if (nc->send) {
+      free(nc->conn->sendRef);
+      nc->conn->sendRef = NULL;
+    } else {
+      free(nc->conn->recvRef);
+      nc->conn->recvRef = NULL;
+    }
     free(nc->staging);
   }
   free(p->conns);

@@ -17,6 +17,7 @@
 #include "net.h"
 #include "../p2p/p2p_int.h"
 #include "param.h"
+#include "rt.h"
 
 _Static_assert(offsetof(struct p2pWireHandle, addrs) + sizeof(union ncclSocketAddress) <= ANYCCL_NET_HANDLE_MAXSIZE,
                "a one-address engine handle fits the net handle");
@@ -213,6 +214,14 @@ static void pSetNotify(void* comm, int fd, const int32_t* asleep) {
   pthread_mutex_unlock(&c->conn->lock);
 }
 
+static void pSetPick(void* comm, void* (*pick)(void*, void*, size_t, uint32_t), void* arg) {
+  struct p2pNetComm* c = comm;
+  pthread_mutex_lock(&c->conn->lock);
+  c->conn->pick = pick;
+  c->conn->pickArg = arg;
+  pthread_mutex_unlock(&c->conn->lock);
+}
+
 static ncclResult_t pInit(void) { return anycclNetSocket.init(); }
 static ncclResult_t pDevices(int* n) { return anycclNetSocket.devices(n); }
 static ncclResult_t pGetProperties(int dev, anycclNetProperties* p) { return anycclNetSocket.getProperties(dev, p); }
@@ -221,11 +230,21 @@ static ncclResult_t pTest(void* request, int* done, size_t* sizes) { return pTes
 
 const anycclNet_t anycclNetP2p = {"P2P",    pInit,   pDevices, pGetProperties, pListen,  pConnect,
                                   pAccept,  pRegMr,  pDeregMr, pIsend,         pIrecv,   pTest,
-                                  pClose,   pClose,  pCloseListen, pSetNotify, pTestTag, NULL /* pollFds */};
+                                  pClose,   pClose,  pCloseListen, pSetNotify, pTestTag, NULL /* pollFds */, pSetPick};
 
+/* Unset: the P2P engine on the cpu backend (fewer threads and wake-ups per
+ * byte than the socket table's helpers: docs/p2p.md, Numbers), the socket
+ * table on GPUs (the engine is not yet measured there). */
 const anycclNet_t* anycclNetDefault(void) {
   const anycclNet_t* plugin = anycclNetPlugin();
   if (plugin) return plugin;
   const char* e = anycclParamStr(PARAM_NET_ENGINE);
-  return e && strcmp(e, "p2p") == 0 ? &anycclNetP2p : &anycclNetSocket;
+  if (e && strcmp(e, "p2p") == 0) return &anycclNetP2p;
+  if (e && strcmp(e, "socket") == 0) return &anycclNetSocket;
+  if (e && e[0]) {
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+      WARN("ANYCCL_NET_ENGINE=%s is not an engine: set socket or p2p (using the default)", e);
+  }
+  return anycclRt.kind == ANYCCL_BACKEND_CUDA ? &anycclNetSocket : &anycclNetP2p;
 }

@@ -210,7 +210,8 @@ static ncclResult_t pgCloseListen(void* c) { return PL(closeListen)(c); }
 
 static anycclNet_t pluginTable = {plugName,  pgInit,      pgDevices,   pgGetProperties, pgListen,      pgConnect,
                                   pgAccept,  pgRegMr,     pgDeregMr,   pgIsend,         pgIrecv,       pgTest,
-                                  pgCloseSend, pgCloseRecv, pgCloseListen, NULL, NULL /* testTag */, NULL /* pollFds */};
+                                  pgCloseSend, pgCloseRecv, pgCloseListen, NULL, NULL /* testTag */, NULL /* pollFds */,
+                                  NULL /* setPick */};
 
 static const anycclNet_t* loaded;
 static pthread_once_t loadOnce = PTHREAD_ONCE_INIT;

@@ -65,6 +65,8 @@ struct sockComm {
   int peerClosed; /* the sender said goodbye: EOF is expected, not an error */
   int notifyFd;
   const int32_t* notifyAsleep; /* write notifyFd only while *notifyAsleep (NULL: always) */
+  void* (*pick)(void* arg, void* posted, size_t size, uint32_t tag); /* setPick (receive side) */
+  void* pickArg;
   ncclResult_t error;
   volatile uint32_t* abortFlag;
 };
@@ -210,6 +212,8 @@ static void taskDone(struct sockComm* c, struct task* t) {
            r->size);
       c->error = ncclInternalError;
     } else {
+      void* to = c->pick && r->got > 0 ? c->pick(c->pickArg, r->data, r->got, (uint32_t)r->tag) : NULL;
+      if (to) r->data = to;
       enqueueData(c, r, r->got);
     }
   }
@@ -567,6 +571,14 @@ static void netSetNotify(void* comm, int fd, const int32_t* asleep) {
   pthread_mutex_unlock(&c->lock);
 }
 
+static void netSetPick(void* comm, void* (*pick)(void*, void*, size_t, uint32_t), void* arg) {
+  struct sockComm* c = comm;
+  pthread_mutex_lock(&c->lock);
+  c->pick = pick;
+  c->pickArg = arg;
+  pthread_mutex_unlock(&c->lock);
+}
+
 /* Without helper threads test() moves the bytes: the proxy polls these. */
 static int netPollFds(void* comm, struct pollfd* fds, int max) {
   struct sockComm* c = comm;
@@ -583,4 +595,4 @@ static int netPollFds(void* comm, struct pollfd* fds, int max) {
 const anycclNet_t anycclNetSocket = {
     "Socket",   netInit,   netDevices,    netGetProperties, netListen,    netConnect,    netAccept,
     netRegMr,   netDeregMr, netIsend,     netIrecv,         netTest,      netCloseComm,  netCloseComm,
-    netCloseListen, netSetNotify, netTestTag, netPollFds};
+    netCloseListen, netSetNotify, netTestTag, netPollFds, netSetPick};

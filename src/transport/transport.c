@@ -3,6 +3,7 @@
  * (P2P inside a process, SHM inside a host). */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +149,17 @@ static ncclResult_t netMap(const struct anycclPeerInfo* peer, char** base, void*
 static void netUnmap(void* handle) {}
 const struct anycclTransport anycclTransportNet = {"NET/Socket/0", netCan, netMap, netUnmap};
 
+/* A transport's name in the logs; the network's names the table its proxy
+ * will run over (ANYCCL_NET_ENGINE, NCCL_NET_PLUGIN): "NET/P2P/0". */
+static char netVia[80];
+static void netViaInit(void) { snprintf(netVia, sizeof(netVia), "NET/%s/0", anycclNetDefault()->name); }
+static const char* transportName(const struct anycclTransport* t) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  if (t != &anycclTransportNet) return t->name;
+  pthread_once(&once, netViaInit);
+  return netVia;
+}
+
 /* ---- connections --------------------------------------------------------- */
 static void connInit(struct anycclConn* c, char* segBase, const struct ncclComm* comm, int index, int peer,
                      struct anycclBell* peerBell, const char* via) {
@@ -216,7 +228,7 @@ ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
     const int* ring = comm->ringOrder + c * n;
     int next = ring[(comm->ringPos[c] + 1) % n];
     int prev = ring[(comm->ringPos[c] + n - 1) % n];
-    const char* via = next == r ? "self" : comm->peerTransport[next]->name;
+    const char* via = next == r ? "self" : transportName(comm->peerTransport[next]);
     connInit(&comm->ringSend[c], bases[next], comm, c, next, (struct anycclBell*)bases[next], via);
     connInit(&comm->ringRecv[c], comm->segment->base, comm, c, prev, (struct anycclBell*)bases[prev],
              prev == r ? "self" : comm->peerTransport[prev]->name);
@@ -227,7 +239,7 @@ ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
   /* All-pairs mesh for point-to-point and direct algorithms. */
   for (int q = 0; q < n; q++) {
     if (q == r) continue;
-    const char* via = comm->peerTransport[q]->name;
+    const char* via = transportName(comm->peerTransport[q]);
     connInit(&comm->p2pSend[q], bases[q], comm, comm->nChannels + r, q, (struct anycclBell*)bases[q], via);
     connInit(&comm->p2pRecv[q], comm->segment->base, comm, comm->nChannels + q, q, (struct anycclBell*)bases[q],
              via);
@@ -241,7 +253,7 @@ ncclResult_t anycclTransportSetup(struct ncclComm* comm) {
       int cnt = 0;
       for (int q = 0; q < n; q++) cnt += q != r && comm->peerTransport[q] == transports[t];
       if (cnt && len < (int)sizeof(line))
-        len += snprintf(line + len, sizeof(line) - len, "%s%d via %s", len ? ", " : "", cnt, transports[t]->name);
+        len += snprintf(line + len, sizeof(line) - len, "%s%d via %s", len ? ", " : "", cnt, transportName(transports[t]));
     }
     INFO(NCCL_INIT | NCCL_P2P, "Connected all-pairs mesh of %d ranks: %s", n, line);
   }

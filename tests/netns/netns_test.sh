@@ -49,7 +49,7 @@ collectives)
   printf '%s\n' "$out" | grep -E "netns-2host|netns_rank|PASS|FAIL|WARN|WRONG|failed|via (NET|SHM)|SKIP|Bootstrap: using" | head -n 80
   [ $rc = 0 ] || { echo "netns_test: FAIL: netns-2host.sh exited $rc"; exit 1; }
   # between hosts over the veth; inside a host through shared memory; all trials passed
-  expect "$out" "via NET/Socket;via SHM;NET/Socket : Using \[0\]anyccl0:10\.200\.;PASS: 4 ranks;, 0 in all$" || exit 1
+  expect "$out" "via NET/P2P;via SHM;NET/Socket : Using \[0\]anyccl0:10\.200\.;PASS: 4 ranks;, 0 in all$" || exit 1
   ;;
 rate-limited)
   RATE=${NETNS_TEST_RATE:-300mbit}
@@ -120,7 +120,7 @@ mpirun)
   [ $rc = 0 ] || { echo "netns_test: FAIL: mpirun-virtual-hosts.sh exited $rc"; exit 1; }
   n=$(printf '%s\n' "$out" | grep -c "Rank [0-9]*\] Success")
   [ "$n" = 4 ] || { echo "netns_test: FAIL: $n of 4 ranks said Success"; exit 1; }
-  expect "$out" "via NET/Socket;via SHM;NCCL_HOSTID=vhost1" || exit 1
+  expect "$out" "via NET/P2P;via SHM;NCCL_HOSTID=vhost1" || exit 1
   ;;
 *)
   echo "usage: $0 collectives|rate-limited|link-drop|mpirun SCRIPTS_DIR PROGRAM" >&2
