@@ -66,6 +66,23 @@ INT_TY(3, uint32_t, uint32_t)
 INT_TY(4, int64_t, uint64_t)
 INT_TY(5, uint64_t, uint64_t)
 #undef INT_TY
+/* fp8 conversions are instructions from sm_89 on and long software
+ * sequences before (cuda_fp8.hpp): there they are calls, not inlined into
+ * every element of every fp8 loop (ptxas for sm_80: the e4m3 group took 113
+ * CPU seconds inlined, 17 called; results are the same bits). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+#define ACU_FP8_CVT __noinline__
+#else
+#define ACU_FP8_CVT __forceinline__
+#endif
+template <__nv_fp8_interpretation_t K>
+static __device__ ACU_FP8_CVT float fp8Load(uint8_t r) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)r, K)));
+}
+template <__nv_fp8_interpretation_t K>
+static __device__ ACU_FP8_CVT uint8_t fp8Store(float c) {
+  return (uint8_t)__nv_cvt_float_to_fp8(c, __NV_SATFINITE, K);
+}
 #define FLT_TY(id, RT, CT, LOAD, STORE)                              \
   template <> struct Ty<id> {                                        \
     typedef RT R;                                                    \
@@ -79,10 +96,8 @@ FLT_TY(6, uint16_t, float, __half2float(__ushort_as_half(r)), __half_as_ushort(_
 FLT_TY(7, float, float, r, c)
 FLT_TY(8, double, double, r, c)
 FLT_TY(9, uint16_t, float, __bfloat162float(__ushort_as_bfloat16(r)), __bfloat16_as_ushort(__float2bfloat16_rn(c)))
-FLT_TY(10, uint8_t, float, __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)r, __NV_E4M3))),
-       (uint8_t)__nv_cvt_float_to_fp8(c, __NV_SATFINITE, __NV_E4M3))
-FLT_TY(11, uint8_t, float, __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)r, __NV_E5M2))),
-       (uint8_t)__nv_cvt_float_to_fp8(c, __NV_SATFINITE, __NV_E5M2))
+FLT_TY(10, uint8_t, float, fp8Load<__NV_E4M3>(r), fp8Store<__NV_E4M3>(c))
+FLT_TY(11, uint8_t, float, fp8Load<__NV_E5M2>(r), fp8Store<__NV_E5M2>(c))
 #undef FLT_TY
 
 template <int TY, int OP>
@@ -303,14 +318,8 @@ static __device__ __noinline__ void redLoop(const RedArgs& a) {
   const bool has1 = in1 != nullptr;
   uint64_t n = a.n, done = 0;
   uintptr_t mis = (uintptr_t)in0 | (uintptr_t)in1 | (uintptr_t)out0 | (uintptr_t)out1;
-  /* plain a OP b. fp8 keeps the element path, and so do prod/max/min for
-   * sm_80: those loops took ptxas past 15 CPU minutes for sm_80 alone (fp8
-   * conversions are software there), and CI compiles both architectures. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  constexpr bool lean = TY != 10 && TY != 11 && OP == OP_SUM;
-#else
+  /* plain a OP b. fp8 keeps the element path. */
   constexpr bool lean = TY != 10 && TY != 11;
-#endif
   if constexpr (lean) {
     if (has1 && !f.pm0 && !f.pm1 && !f.pd && (mis & 15) == 0) {
       uint64_t nv = n / E;
