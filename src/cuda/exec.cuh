@@ -23,6 +23,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <stdint.h>
+#include <new>
 #include <type_traits>
 #include "cuda_exec.h"
 #include "exec_groups.h"
@@ -1140,22 +1141,26 @@ __global__ void __launch_bounds__(ACU_THREADS, 1) acuKernel(const __grid_constan
 }
 
 #ifdef ACU_LAUNCH
+/* buf: the launching thread's ACU_BLOB_LARGE bytes (exec.cu), 16-aligned,
+ * where the parameters are put together (up to 32 KB: not on the caller's
+ * stack, and one buffer for every class and group). */
 template <int N>
-static int launchClass(const struct acuPhase* blob, cudaStream_t s) {
-  static thread_local BlobN<N> b; /* up to 32 KB: not on the caller's stack */
-  memcpy(b.b, blob, blob->bytes);
-  acuKernel<ACU_TYPES, N><<<dim3(blob->nlanes), dim3(ACU_THREADS), 0, s>>>(b);
+static int launchClass(const struct acuPhase* blob, cudaStream_t s, void* buf) {
+  static_assert(N <= ACU_BLOB_LARGE, "a class fits the launch buffer");
+  BlobN<N>* b = new (buf) BlobN<N>;
+  memcpy(b->b, blob, blob->bytes);
+  acuKernel<ACU_TYPES, N><<<dim3(blob->nlanes), dim3(ACU_THREADS), 0, s>>>(*b);
   return cudaGetLastError();
 }
 
-extern "C" int ACU_LAUNCH(const struct acuPhase* blob, void* stream) {
+extern "C" int ACU_LAUNCH(const struct acuPhase* blob, void* stream, void* buf) {
   cudaStream_t s = (cudaStream_t)stream;
   uint32_t n = blob->bytes;
-  if (n <= ACU_BLOB_TINY) return launchClass<ACU_BLOB_TINY>(blob, s);
-  if (n <= 2048) return launchClass<2048>(blob, s);
-  if (n <= ACU_BLOB_SMALL) return launchClass<ACU_BLOB_SMALL>(blob, s);
-  if (n <= 8192) return launchClass<8192>(blob, s);
-  if (n <= 16384) return launchClass<16384>(blob, s);
-  return launchClass<ACU_BLOB_LARGE>(blob, s);
+  if (n <= ACU_BLOB_TINY) return launchClass<ACU_BLOB_TINY>(blob, s, buf);
+  if (n <= 2048) return launchClass<2048>(blob, s, buf);
+  if (n <= ACU_BLOB_SMALL) return launchClass<ACU_BLOB_SMALL>(blob, s, buf);
+  if (n <= 8192) return launchClass<8192>(blob, s, buf);
+  if (n <= 16384) return launchClass<16384>(blob, s, buf);
+  return launchClass<ACU_BLOB_LARGE>(blob, s, buf);
 }
 #endif

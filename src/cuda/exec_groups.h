@@ -3,7 +3,8 @@
  * groups side by side and each ptxas run stays short; acuLaunchPhase
  * (exec.cu) launches a phase on the kernel of its type's group. A bit per
  * type (ncclDataType_t numbering, 0-11); a type above 11 counts as 11, as
- * in the kernel's own dispatch. */
+ * in the kernel's own dispatch. A launcher puts the kernel's parameters
+ * together in buf: ACU_BLOB_LARGE bytes, 16-aligned. */
 #ifndef ANYCCL_CUDA_EXEC_GROUPS_H
 #define ANYCCL_CUDA_EXEC_GROUPS_H
 
@@ -26,12 +27,12 @@
 extern "C" {
 #endif
 struct acuPhase;
-int acuLaunchI8(const struct acuPhase* blob, void* stream);
-int acuLaunchInt(const struct acuPhase* blob, void* stream);
-int acuLaunchF16(const struct acuPhase* blob, void* stream);
-int acuLaunchF32(const struct acuPhase* blob, void* stream);
-int acuLaunchE4M3(const struct acuPhase* blob, void* stream);
-int acuLaunchE5M2(const struct acuPhase* blob, void* stream);
+int acuLaunchI8(const struct acuPhase* blob, void* stream, void* buf);
+int acuLaunchInt(const struct acuPhase* blob, void* stream, void* buf);
+int acuLaunchF16(const struct acuPhase* blob, void* stream, void* buf);
+int acuLaunchF32(const struct acuPhase* blob, void* stream, void* buf);
+int acuLaunchE4M3(const struct acuPhase* blob, void* stream, void* buf);
+int acuLaunchE5M2(const struct acuPhase* blob, void* stream, void* buf);
 #ifdef __cplusplus
 }
 #endif
