@@ -1,5 +1,5 @@
 // faithful codegen check: exec.cu's own redLoop / copyBytes per block vs a lean loop (no step protocol)
-#include "../../../src/cuda/exec.cu"
+#include "../../../src/cuda/exec.cuh"
 #include <cstdio>
 #include <cstdlib>
 #define CK(x) do { cudaError_t e = (x); if (e) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
