@@ -28,6 +28,8 @@
 #                         operations put on the wire (each rank sends 64 MB)
 # printed as ns of CPU per byte and iperf3's over the path's (1.0: the path
 # costs only the kernel's copies).
+# ENGINE_ONLY=1 stops each run after the engine's rows (and the same 64 MB
+# buffer over one plain TCP connection): no MPI, a run takes about 15 s.
 # Each iperf3 reference is measured before and after the rows it serves; the
 # table uses their mean and the header shows both (on a shared machine they
 # can differ a lot: read the ratios of a run whose two agree).
@@ -131,13 +133,26 @@ print('%.3f' % (sum(v)/len(v)) if v else 'nan')" "$@"; }
 for run in $(seq 1 "$RUNS"); do
   # references measured before and after what they are compared with (the machine may be shared): their mean
   one_a=$(iperf one)
-  tcp=$(p2p --tcp --size 4096 --iters 200)
+  tcp=$(p2p --tcp --size 4096 --iters 1 --lat-iters 2000)
   tcplat=$(awk '{print $3}' <<<"$tcp")
   eng=$(p2p --min 4096 --max 64M --iters 20)
-  e4k=$(p2p --size 4096 --iters 200 | awk '{print $3}')
+  e4k=$(p2p --size 4096 --iters 1 --lat-iters 2000 | awk '{print $3}')
   e1m=$(awk '$1==1048576{print $2}' <<<"$eng")
   e64m=$(awk '$1==67108864{print $2}' <<<"$eng")
+  t64m=$(p2p --tcp --size 64M --iters 20 --lat-iters 0 | awk '{print $2}')
   one_b=$(iperf one)
+  if [ "${ENGINE_ONLY:-0}" = 1 ]; then
+    one=$(mean "$one_a" "$one_b")
+    echo "# run $run/$RUNS ($(date -u +%H:%M:%S) UTC, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg));" \
+      "iperf3 -P 4 one way $one_a / $one_b GB/s (before / after)"
+    printf "%-38s %10s %10s %7s  %s\n" "measure" "value" "reference" "ratio" "reference is"
+    row "P2P engine 64 MB one way (GB/s)" "$e64m" "$one" "iperf3 -P 4 one way"
+    row "P2P engine 1 MB one way (GB/s)" "$e1m" "$one" "iperf3 -P 4 one way"
+    row "plain TCP, 64 MB buffer (GB/s)" "$t64m" "$one" "iperf3 -P 4 one way (one connection)"
+    row "P2P engine 4 KB latency (us)" "$e4k" "$tcplat" "plain TCP ping-pong, half round trip"
+    echo
+    continue
+  fi
   bidir_a=$(iperf bidir)
   sr1m=$(perf2 sendrecv_perf 1M 7)
   sr64m=$(perf2 sendrecv_perf 64M 7)

@@ -29,6 +29,10 @@
 #define P2P_HANDLE_MAGIC 0x616e79703270683aULL
 #define P2P_MAX_IFS 4
 #define P2P_STAGE_BYTES 16384 /* per channel: a header and a small payload in one recv */
+/* A waiter with nothing but one small receive pending blocks in recv on the
+ * channel its message comes by, at most this long before it looks at the
+ * other channels (SO_RCVTIMEO on every channel socket). */
+#define P2P_DIRECT_WAIT_MS 20
 #define P2P_API __attribute__((visibility("default")))
 /* bad input: one WARN naming the function and what to do */
 #define ARGCHECK(cond, fn, fmt, ...)            \
@@ -140,6 +144,7 @@ struct p2pChannel {
   int bye;
   int closed;   /* EOF after the peer's goodbye */
   int readable; /* worth a recv: poll said so, or no EAGAIN since */
+  int blockOnce; /* the next recv blocks (at most P2P_DIRECT_WAIT_MS: SO_RCVTIMEO) */
   /* received bytes not consumed yet: a header is read together with what
    * follows it (a small message's payload, the next header), so a small
    * message costs one recv; large payloads bypass it */
@@ -231,6 +236,13 @@ struct anycclP2pEndpoint {
               * and reads, and refuses those for regions deregistered since */
   uint64_t nextKey;
 };
+
+/* The channel of a message that fits one chunk: both sides compute it from
+ * the tag and the per-tag sequence (a tag's small messages still go round
+ * the channels), so a receiver can wait on that one socket. */
+static inline int p2pMsgChannel(const struct anycclP2pConn* c, int tag, uint64_t seq) {
+  return (int)((seq + (uint32_t)tag) % (uint64_t)c->nch);
+}
 
 /* p2p_wire.c: the bytes from outside (pure; fuzz/fuzz_p2p.c) */
 /* A handle from anycclP2pListen: ncclInvalidArgument (with why) unless it has

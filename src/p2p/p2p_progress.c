@@ -4,12 +4,14 @@
  * or nothing moves for the connection's timeout. See p2p_int.h. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include "checks.h"
@@ -170,7 +172,8 @@ static void pushControl(struct anycclP2pConn* c, int chan, int op, int flags, ui
 }
 
 /* Deal chunks of the queued outgoing requests to the channels, strictly
- * round-robin; stop at a channel whose window is full (lock held). */
+ * round-robin (a message of one chunk: its p2pMsgChannel); stop at a
+ * channel whose window is full (lock held). */
 static void schedule(struct anycclP2pConn* c) {
   while (c->outHead) {
     struct anycclP2pReq* r = c->outHead;
@@ -183,7 +186,8 @@ static void schedule(struct anycclP2pConn* c) {
       r->dealtAll = 1;
     }
     while (!r->dealtAll) {
-      struct p2pChannel* ch = &c->ch[c->nextChan];
+      int one = r->kind == REQ_SEND && r->size <= c->chunk;
+      struct p2pChannel* ch = &c->ch[one ? p2pMsgChannel(c, r->tag, r->id) : c->nextChan];
       if (ch->inflight >= c->window) return;
       struct p2pItem* it = calloc(1, sizeof(*it));
       if (it == NULL) return;
@@ -198,7 +202,7 @@ static void schedule(struct anycclP2pConn* c) {
       r->dealt += len;
       r->chunksLeft++;
       if (r->dealt == r->size) r->dealtAll = 1;
-      c->nextChan = (c->nextChan + 1) % c->nch;
+      if (!one) c->nextChan = (c->nextChan + 1) % c->nch;
     }
     c->outHead = r->outNext;
     if (c->outHead == NULL) c->outTail = NULL;
@@ -404,7 +408,8 @@ static int recvChannel(struct anycclP2pConn* c, int k) {
       return progressed; /* a short read emptied the socket: poll says when more comes */
     } else if (ch->rstate == 0 || want < P2P_STAGE_BYTES || dst == NULL) {
       /* a header (with what follows it), a small payload, or bytes to drop */
-      n = recv(ch->sock.fd, ch->sbuf, P2P_STAGE_BYTES, MSG_DONTWAIT);
+      n = recv(ch->sock.fd, ch->sbuf, P2P_STAGE_BYTES, ch->blockOnce ? 0 : MSG_DONTWAIT);
+      ch->blockOnce = 0;
       ch->sbeg = ch->send = 0;
       if (n > 0) {
         ch->send = (size_t)n;
@@ -413,7 +418,8 @@ static int recvChannel(struct anycclP2pConn* c, int k) {
         continue;
       }
     } else { /* the rest of a large payload: straight into the buffer */
-      n = recv(ch->sock.fd, dst, want, MSG_DONTWAIT);
+      n = recv(ch->sock.fd, dst, want, ch->blockOnce ? 0 : MSG_DONTWAIT);
+      ch->blockOnce = 0;
       if (n > 0 && (size_t)n < want) ch->readable = 0;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ch->readable = 0; /* until poll says otherwise */
@@ -460,6 +466,17 @@ static int recvChannel(struct anycclP2pConn* c, int k) {
 }
 
 /* ---- progress ------------------------------------------------------------------- */
+/* Read channel k: 1 progressed, 0 not, -1 the connection failed. */
+static int recvStep(struct anycclP2pConn* c, int k) {
+  int r = recvChannel(c, k);
+  if (r == -2) {
+    c->ch[k].closed = 1;
+    c->nclosed++;
+    return 1;
+  }
+  return r;
+}
+
 /* One pass over the channels (plock held): deal chunks, write, read.
  * Returns 1 if anything moved. */
 static int progressOnce(struct anycclP2pConn* c) {
@@ -473,13 +490,8 @@ static int progressOnce(struct anycclP2pConn* c) {
     if (s < 0) return 1;
     progressed |= s > 0;
     if (c->ch[k].closed || (!c->ch[k].readable && c->ch[k].sbeg == c->ch[k].send)) continue;
-    int r = recvChannel(c, k);
-    if (r == -2) {
-      c->ch[k].closed = 1;
-      c->nclosed++;
-    } else if (r < 0) {
-      return 1;
-    }
+    int r = recvStep(c, k);
+    if (r < 0) return 1;
     progressed |= r > 0;
   }
   if (progressed) __atomic_store_n(&c->lastProgress, ncclSocketClockMs(), __ATOMIC_RELEASE);
@@ -574,17 +586,48 @@ static void checkHealth(struct anycclP2pConn* c) {
   }
 }
 
+/* The channel r's message comes by when r is a receive of one chunk that
+ * has seen nothing yet and is all there is to do: no other request, nothing
+ * to write, no region the peer may write or read, that channel idle and
+ * reading headers (plock held). -1 otherwise. */
+static int directChannel(struct anycclP2pConn* c, struct anycclP2pReq* r) {
+  if (r->kind != REQ_RECV || r->size > c->chunk || __atomic_load_n(&c->ep->nmrs, __ATOMIC_ACQUIRE) > 0) return -1;
+  for (int k = 0; k < c->nch; k++)
+    if (c->ch[k].qhead) return -1;
+  pthread_mutex_lock(&c->lock);
+  int alone = c->error == ncclSuccess && !r->done && r->total == SIZE_MAX && c->active == r && r->next == NULL &&
+              c->outHead == NULL;
+  int k = p2pMsgChannel(c, r->tag, r->id);
+  pthread_mutex_unlock(&c->lock);
+  struct p2pChannel* ch = &c->ch[k];
+  return alone && !ch->closed && ch->rstate == 0 && ch->sbeg == ch->send ? k : -1;
+}
+
 int p2pDrive(struct anycclP2pConn* c, struct anycclP2pReq* r) {
   if (pthread_mutex_trylock(&c->plock) != 0) return 0;
   struct pollfd pfd[ANYCCL_P2P_MAX_CHANNELS + 1];
   __atomic_fetch_add(&c->spinners, 1, __ATOMIC_ACQ_REL);
+  int direct = 1; /* 0 right after a blocking recv timed out: one poll over every socket first */
   while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE) && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
     int progressed = progressOnce(c);
     checkHealth(c);
     if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) break;
     if (progressed) continue;
+    int k = direct ? directChannel(c, r) : -1;
+    if (k >= 0) {
+      /* as a plain socket read: block in recv on that channel (SO_RCVTIMEO
+       * bounds it), no poll over the channels in between */
+      c->ch[k].readable = 1;
+      c->ch[k].blockOnce = 1;
+      int got = recvStep(c, k);
+      c->ch[k].blockOnce = 0;
+      if (got > 0) __atomic_store_n(&c->lastProgress, ncclSocketClockMs(), __ATOMIC_RELEASE);
+      direct = got != 0;
+      continue;
+    }
     int n = pollSet(c, pfd, 1);
     if (pollWait(c, pfd, n, NCCL_SOCKET_POLL_MS)) markReadable(c, pfd, n);
+    direct = 1;
   }
   int left = 0, watch = needsWatch(c, &left);
   __atomic_fetch_sub(&c->spinners, 1, __ATOMIC_ACQ_REL);
@@ -637,6 +680,14 @@ ncclResult_t p2pConnStart(struct anycclP2pConn* c) {
   }
   c->lastProgress = ncclSocketClockMs();
   c->watch = 1;
+  /* a waiter may block in recv on a channel (p2pDrive), at most
+   * P2P_DIRECT_WAIT_MS; every other send and recv on a channel is
+   * MSG_DONTWAIT (p2pConnStop makes the sockets non-blocking again) */
+  struct timeval tv = {0, P2P_DIRECT_WAIT_MS * 1000};
+  for (int k = 0; k < c->nch; k++) {
+    int fd = c->ch[k].sock.fd, fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  }
   pthread_mutex_init(&c->plock, NULL);
   c->plockInit = 1;
   if (pthread_create(&c->thread, NULL, progressMain, c) != 0) {
@@ -653,6 +704,10 @@ void p2pConnStop(struct anycclP2pConn* c) {
   p2pWake(c);
   pthread_join(c->thread, NULL);
   c->threadStarted = 0;
+  for (int k = 0; k < c->nch; k++) { /* the goodbye and close take non-blocking sockets */
+    int fd = c->ch[k].sock.fd, fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  }
 }
 
 void p2pConnDrop(struct anycclP2pConn* c) {

@@ -117,6 +117,7 @@ static void caseTags(void) {
   enum { N = 6, SZ = 3 * 4096 + 100 };
   char s[N][SZ], r[N][SZ];
   anycclP2pRequest_t rr[N], rs[N];
+  size_t got0;
   for (int i = 0; i < N; i++) fill(s[i], SZ, 100 + i);
   /* receives posted in reverse tag order; sends in tag order */
   for (int i = N - 1; i >= 0; i--) CK(anycclP2pIrecv(p.ca, r[i], SZ, 10 + i, &rr[i]));
@@ -132,6 +133,25 @@ static void caseTags(void) {
   for (int i = 0; i < N; i++) CK(anycclP2pRecv(p.ca, r[i], SZ, 77, NULL));
   for (int i = 0; i < N; i++) CK(anycclP2pWait(rs[i], NULL));
   for (int i = 0; i < N; i++) EXPECT(memcmp(r[i], s[i], SZ) == 0);
+  /* messages of one chunk go by the channel both ends compute from the tag
+   * and its sequence, and a receive waited alone blocks on that channel:
+   * other tags' messages wait on the others, a large message between two
+   * small ones of a tag keeps its place */
+  for (int i = 0; i < N; i++) CK(anycclP2pIsend(p.cb, s[i], 100 + i, 20 + i, &rs[i]));
+  for (int i = N - 1; i >= 0; i--) {
+    CK(anycclP2pRecv(p.ca, r[i], SZ, 20 + i, &got0));
+    EXPECT(got0 == (size_t)(100 + i) && memcmp(r[i], s[i], got0) == 0);
+  }
+  for (int i = 0; i < N; i++) CK(anycclP2pWait(rs[i], NULL));
+  for (int it = 0; it < 50; it++) {
+    size_t n = it % 5 == 2 ? SZ : (size_t)(1 + it);
+    CK(anycclP2pSend(p.cb, s[it % N], n, 5));
+    CK(anycclP2pRecv(p.ca, r[0], SZ, 5, &got0));
+    EXPECT(got0 == n && memcmp(r[0], s[it % N], n) == 0);
+    CK(anycclP2pSend(p.ca, r[0], n, 6));
+    CK(anycclP2pRecv(p.cb, r[1], SZ, 6, &got0));
+    EXPECT(got0 == n && memcmp(r[1], s[it % N], n) == 0);
+  }
   /* test() polls to completion */
   anycclP2pRequest_t q;
   CK(anycclP2pIrecv(p.ca, r[0], SZ, 3, &q));
@@ -378,6 +398,29 @@ static void caseDead(void) {
   CK(anycclP2pClose(c));
   CK(anycclP2pEndpointDestroy(a));
   free(r);
+  /* a peer that dies while a small receive waits alone (blocked in recv on
+   * its channel): the receive fails at once, not after the timeout */
+  CK(anycclP2pEndpointCreate(-1, &cfg, &a));
+  CK(anycclP2pListen(a, &h));
+  pid = fork();
+  if (pid == 0) {
+    anycclP2pEndpoint_t b;
+    anycclP2pConn_t cc;
+    CK(anycclP2pEndpointCreate(-1, &cfg, &b));
+    CK(anycclP2pConnect(b, &h, &cc));
+    usleep(300000);
+    raise(SIGKILL);
+  }
+  CK(anycclP2pAccept(a, &c));
+  char z[16];
+  t0 = now();
+  res = anycclP2pRecv(c, z, sizeof(z), 1, NULL);
+  dt = now() - t0;
+  waitpid(pid, NULL, 0);
+  fprintf(stderr, "peer dead during a small receive: %s after %.2f s\n", ncclGetErrorString(res), dt);
+  EXPECT(res == ncclRemoteError && dt < 1.5);
+  CK(anycclP2pClose(c));
+  CK(anycclP2pEndpointDestroy(a));
   /* silent peer: nothing moves for timeoutSec */
   struct pair p;
   pairOpen(&p, 2, 4096, 4, 1);
