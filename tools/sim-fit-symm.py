@@ -93,8 +93,8 @@ def main():
         if f and f[0] in KEYS:
             vals[f[0]] = float(f[1])
     tmp = tempfile.mkdtemp()
-    defaults = {"symm_launch_us": 6.5, "symm_graph_launch_us": 3, "symm_ll_block_GBps": 10, "symm_block_GBps": 20,
-                "symm_barrier_us": 3, "symm_copy_GBps": 1500}  # the built-in values (fabric.c)
+    defaults = {"symm_launch_us": 6.4, "symm_graph_launch_us": 2.7, "symm_ll_block_GBps": 384, "symm_block_GBps": 4.4,
+                "symm_barrier_us": 3.1, "symm_copy_GBps": 1530}  # the built-in values (fabric.c)
     for k in KEYS:
         vals.setdefault(k, defaults[k])
 
@@ -137,25 +137,36 @@ def main():
         write_calib(a.c, vals, a.o, "# symm_* fitted by tools/sim-fit-symm.py (rms log error %.3f) to:\n%s" %
                     (math.sqrt(best), "".join("#   %s %s\n" % (r[0], r[1]) for r in runs)))
     # per size: measured, before (the plans), after (the one-host kernels)
-    print("%-40s %9s %9s %9s %8s %9s %8s" % ("run", "size", "meas_us", "plans_us", "err", "symm_us", "err"))
-    eb, ea = [], []
+    # per size: measured, before (the plans), after (the one-host kernels);
+    # sizes whose path did not change (before == after) are listed, not counted
+    print("%-44s %8s %8s %8s %7s %8s %7s" % ("run", "size", "meas_us", "plans", "err", "symm", "err"))
+    gm = lambda e: 100 * math.exp(sum(math.log(max(x, 1e-3)) for x in e) / len(e)) if e else 0
+    eb, ea, summary = [], [], []
     befores = list(POOL.map(lambda r: predict(r, cal, {"ANYCCL_CUDA_SYMM": "0"}), runs))
     afters = list(POOL.map(lambda r: predict(r, cal, {}), runs))
     for run, before, after in zip(runs, befores, afters):
-        name = os.path.basename(run[0]) + (" " + run[1] if run[1] else "")
+        name = os.path.basename(run[0]) + (" " + run[1].replace("ANYCCL_CUDA_", "") if run[1] else "")
+        rb, ra = [], []
         for size in sorted(run[2]):
             t = run[2][size]
             b, f = before.get(size, 0), after.get(size, 0)
             if b <= 0 or f <= 0:
                 continue
-            eb.append(abs(b - t) / t)
-            ea.append(abs(f - t) / t)
-            print("%-40s %9d %9.2f %9.2f %7.1f%% %9.2f %7.1f%%" % (name[:40], size, t, b, 100 * (b - t) / t, f,
-                                                                   100 * (f - t) / t))
-    gm = lambda e: 100 * math.exp(sum(math.log(max(x, 1e-3)) for x in e) / len(e))
-    print("# %d sizes: geomean |error| plans %.1f%%, one-host kernels %.1f%%; worst %.1f%% -> %.1f%%" %
+            same = abs(b - f) < 1e-9
+            if not same:
+                rb.append(abs(b - t) / t)
+                ra.append(abs(f - t) / t)
+            print("%-44s %8d %8.2f %8.2f %6.1f%% %8.2f %6.1f%%%s" % (name[:44], size, t, b, 100 * (b - t) / t, f,
+                                                                   100 * (f - t) / t, " (plans)" if same else ""))
+        eb += rb
+        ea += ra
+        if ra:
+            summary.append("#   %-44s %2d sizes: geomean %6.1f%% -> %5.1f%%, worst %6.1f%% -> %5.1f%%" %
+                           (name[:44], len(ra), gm(rb), gm(ra), 100 * max(rb), 100 * max(ra)))
+    print("# per run, sizes that take the one-host kernels: |error| with the plans -> with the kernels")
+    print("\n".join(summary))
+    print("# all %d such sizes: geomean |error| %.1f%% -> %.1f%%; worst %.1f%% -> %.1f%%" %
           (len(eb), gm(eb), gm(ea), 100 * max(eb), 100 * max(ea)))
-
 
 if __name__ == "__main__":
     main()

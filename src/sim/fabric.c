@@ -32,13 +32,14 @@ void simCalibDefaults(struct simCalib* c) {
   c->simpleStepUs = 2;
   c->llEfficiency = 0.5;
   c->nvlinkLatUs = 0.5;
-  /* one-host kernels: H100 values fitted to 2-GPU runs (docs/simulation.md) */
-  c->symmLaunchUs = 6.5;
-  c->symmGraphLaunchUs = 3;
-  c->symmLLBlockGBps = 10;
-  c->symmBlockGBps = 20;
-  c->symmBarrierUs = 3;
-  c->symmCopyGBps = 1500;
+  /* the cuda backend's one-host kernels: fitted to 2-H100 runs
+   * (topologies/sim_h100.calib; no H200 runs of them yet) */
+  c->symmLaunchUs = 6.4;
+  c->symmGraphLaunchUs = 2.7;
+  c->symmLLBlockGBps = 384;
+  c->symmBlockGBps = 4.4;
+  c->symmBarrierUs = 3.1;
+  c->symmCopyGBps = 1530;
   c->model = SIM_MODEL_LOCKSTEP;
 }
 
