@@ -16,7 +16,9 @@
  * on one host takes them, registered or not. Larger ones up to ANYCCL_CUDA_SYMM_STAGE on
  * buffers outside windows go through each rank's staging area (in its
  * segment, mapped by every peer): copy in, the same two-barrier reduction
- * or gather over the peers' areas, copy out. */
+ * or gather over the peers' areas, copy out. anycclSymmPath makes the
+ * choice from the call's arguments and the parameters alone (plain C: the
+ * sim backend calls it too, src/sim/symm.c, to time the same kernels). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
