@@ -11,7 +11,8 @@ anyccl settings it ran with (comma-separated VAR=VALUE, may be empty), e.g.
   simdata/c3/ll/all_reduce-G10-ll512.log:ANYCCL_CUDA_SYMM_LL=524288
 Method: coordinate descent on the logs of the symm_* keys (the others stay
 as in -c), minimising the mean squared log(predicted/measured) over every
-size of every run; steps x1.5, x1.2, x1.07, x1.02. Needs build/perf/."""
+size of every run; steps x1.5, x1.2, x1.07, x1.02. Needs build/perf/ (or
+PERF_DIR)."""
 import argparse, concurrent.futures, math, os, re, subprocess, sys, tempfile
 
 KEYS = ["symm_launch_us", "symm_graph_launch_us", "symm_ll_block_GBps", "symm_block_GBps", "symm_barrier_us",
@@ -53,7 +54,7 @@ def predict(run, calib, extra):
         env[k] = v
     env.update(extra)
     sizes = sorted(rows)
-    tool = os.path.join(ROOT, "build", "perf", coll_of(path) + "_perf")
+    tool = os.path.join(os.environ.get("PERF_DIR", os.path.join(ROOT, "build", "perf")), coll_of(path) + "_perf")
     out = subprocess.run([tool, "-g", str(ngpus), "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", "2", "-n", "5",
                           "-w", "1"], env=env, capture_output=True, text=True).stdout
     pred = {}
