@@ -16,7 +16,9 @@
  * on one host takes them, registered or not. Larger ones up to ANYCCL_CUDA_SYMM_STAGE on
  * buffers outside windows go through each rank's staging area (in its
  * segment, mapped by every peer): copy in, the same two-barrier reduction
- * or gather over the peers' areas, copy out. */
+ * or gather over the peers' areas, copy out. anycclSymmPath makes the
+ * choice from the call's arguments and the parameters alone (plain C: the
+ * sim backend calls it too, src/sim/symm.c, to time the same kernels). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -36,37 +38,59 @@ size_t anycclCudaStageBytes(void) {
   return ((size_t)v + 255) / 256 * 256;
 }
 
-int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* stream, ncclResult_t* res) {
+int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, struct anycclSymmChoice* c) {
+  memset(c, 0, sizeof(*c));
   const int n = comm->nRanks;
-  if (n < 2 || n > ACU_SYMM_MAX_RANKS || !anycclParamInt(PARAM_CUDA_SYMM) || !acuLaunchSymm) return 0;
+  if (n < 2 || n > ACU_SYMM_MAX_RANKS || !anycclParamInt(PARAM_CUDA_SYMM)) return ANYCCL_SYMM_NONE;
   const int func = ph->func;
   const int rooted = func == FUNC_BROADCAST || func == FUNC_REDUCE; /* LL only */
   const int reduce = func == FUNC_ALLREDUCE || func == FUNC_REDUCESCATTER || func == FUNC_REDUCE;
-  if (func != FUNC_ALLREDUCE && func != FUNC_ALLGATHER && func != FUNC_REDUCESCATTER && !rooted) return 0;
-  if (reduce && (ph->op.op != anycclDevSum || ph->scalarPtr || !symmType(ph->op.type))) return 0;
+  if (func != FUNC_ALLREDUCE && func != FUNC_ALLGATHER && func != FUNC_REDUCESCATTER && !rooted)
+    return ANYCCL_SYMM_NONE;
+  if (reduce && (ph->op.op != anycclDevSum || ph->scalarPtr || !symmType(ph->op.type))) return ANYCCL_SYMM_NONE;
   const size_t es = ph->elemSize, bytes = ph->count * es;
-  const size_t inBytes = func == FUNC_REDUCESCATTER ? bytes * n : bytes;
-  const size_t outBytes = func == FUNC_ALLGATHER ? bytes * n : bytes;
-  const size_t most = inBytes > outBytes ? inBytes : outBytes;
-  if (bytes == 0 || most > (size_t)anycclParamInt(PARAM_CUDA_SYMM_MAX)) return 0;
-  for (int q = 0; q < n; q++)
-    if (anycclCudaMailbox(comm, q) == NULL) return 0; /* a peer not mapped here */
+  c->bytes = bytes;
+  c->inBytes = func == FUNC_REDUCESCATTER ? bytes * n : bytes;
+  c->outBytes = func == FUNC_ALLGATHER ? bytes * n : bytes;
+  c->rooted = rooted;
+  const size_t most = c->inBytes > c->outBytes ? c->inBytes : c->outBytes;
+  if (bytes == 0 || most > (size_t)anycclParamInt(PARAM_CUDA_SYMM_MAX)) return ANYCCL_SYMM_NONE;
   /* LL lines go through the segments: any buffers will do (unless the user
    * forced an algorithm or the simple protocol) */
   const size_t llMax = (size_t)ACU_SYMM_LL_BLOCKS * ACU_SYMM_LL_LINES * 8;
   const int64_t ll = anycclParamInt(PARAM_CUDA_SYMM_LL);
-  const int useLL = ll > 0 && bytes <= (size_t)ll && bytes <= llMax && comm->forceAlgo < 0 && comm->llThreshold > 0;
+  if (ll > 0 && bytes <= (size_t)ll && bytes <= llMax && comm->forceAlgo < 0 && comm->llThreshold > 0) {
+    /* 256+ lines a block */
+    const size_t lines = (bytes + 7) / 8;
+    size_t blocks = (lines + 255) / 256;
+    c->blocks = blocks > ACU_SYMM_LL_BLOCKS ? ACU_SYMM_LL_BLOCKS : (int)blocks;
+    return ANYCCL_SYMM_LL;
+  }
+  if (rooted) return ANYCCL_SYMM_NONE;
+  if (most <= anycclCudaStageBytes() && comm->forceAlgo < 0) return ANYCCL_SYMM_STAGED;
+  return ANYCCL_SYMM_WINDOW_ONLY;
+}
+
+int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* stream, ncclResult_t* res) {
+  if (!acuLaunchSymm) return 0;
+  struct anycclSymmChoice ch;
+  const int path = anycclSymmPath(comm, ph, &ch);
+  if (path == ANYCCL_SYMM_NONE) return 0;
+  const int n = comm->nRanks, func = ph->func;
+  const size_t es = ph->elemSize, bytes = ch.bytes;
+  for (int q = 0; q < n; q++)
+    if (anycclCudaMailbox(comm, q) == NULL) return 0; /* a peer not mapped here */
+  const int useLL = path == ANYCCL_SYMM_LL;
   struct acuSymm a;
   memset(&a, 0, sizeof(a));
   int staged = 0;
-  if (rooted && !useLL) return 0;
-  if (rooted || comm->windows == NULL || !anycclWinSymmetric(comm, ph->in, inBytes, a.in) ||
-      !anycclWinSymmetric(comm, ph->out, outBytes, a.out)) {
+  if (ch.rooted || comm->windows == NULL || !anycclWinSymmetric(comm, ph->in, ch.inBytes, a.in) ||
+      !anycclWinSymmetric(comm, ph->out, ch.outBytes, a.out)) {
     memset(&a, 0, sizeof(a));
     if (useLL) {
       a.in[comm->rank] = (char*)ph->in; /* LL reads and writes only its own buffers */
       a.out[comm->rank] = ph->out;
-    } else if (most <= anycclCudaStageBytes() && comm->forceAlgo < 0) {
+    } else if (path == ANYCCL_SYMM_STAGED) {
       staged = 1; /* the kernels read and write the peers' staging areas */
       for (int q = 0; q < n; q++) a.in[q] = a.out[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_STAGE_OFF;
       a.uin = (char*)ph->in;
@@ -123,9 +147,7 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
                                           : ACU_SYMM_LL_AR;
     a.root = ph->root;
     a.count = bytes;
-    const size_t lines = (bytes + 7) / 8;
-    blocks = (lines + 255) / 256;
-    if (blocks > ACU_SYMM_LL_BLOCKS) blocks = ACU_SYMM_LL_BLOCKS;
+    blocks = (size_t)ch.blocks;
   }
   int e = acuLaunchSymm(&a, (int)blocks, ACU_THREADS, stream);
   if (e != 0) {

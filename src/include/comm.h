@@ -194,6 +194,22 @@ void anycclLsaTeam(const struct ncclComm* comm, int* lsaSize, int* lsaRank);
 /* [p, p + bytes) inside an NCCL_WIN_COLL_SYMMETRIC window whose team is the
  * whole communicator: peer[q] = the same place on rank q, as mapped here. */
 int anycclWinSymmetric(struct ncclComm* comm, const void* p, size_t bytes, char** peer);
+/* The path the cuda backend takes for a collective phase when every rank's
+ * GPU is on one host and mapped (backend/cuda_symm.c; the sim backend makes
+ * the same choice): a function of the call's arguments, the communicator's
+ * forced algorithm and protocol and the ANYCCL_CUDA_SYMM* parameters, so
+ * every rank decides alike. Buffers in symmetric windows aside (the caller
+ * checks them): NONE: the FIFO path; LL: one LL kernel (c->blocks blocks);
+ * STAGED: the staged two-barrier kernels; WINDOW_ONLY: the window kernels
+ * if the buffers lie in symmetric windows, else the FIFO path. */
+enum { ANYCCL_SYMM_NONE = 0, ANYCCL_SYMM_LL = 1, ANYCCL_SYMM_STAGED = 2, ANYCCL_SYMM_WINDOW_ONLY = 3 };
+struct anycclSymmChoice {
+  size_t bytes;            /* per-rank message: the vector, or (all-gather, reduce-scatter) a rank's block */
+  size_t inBytes, outBytes;
+  int rooted;              /* broadcast or reduce */
+  int blocks;              /* LL: the kernel's blocks */
+};
+int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, struct anycclSymmChoice* c);
 /* Symmetric-window collectives (backend/cuda_symm.c): 1 if the phase ran
  * that way (launched, or failed into *res), 0 to take the FIFO path. */
 int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* stream, ncclResult_t* res);

@@ -422,6 +422,16 @@ ncclResult_t simDataflowRun(struct anycclSimWorld* w, struct anycclPlan** plans,
   if (res != ncclSuccess) goto out;
   for (int r = 0; r < n; r++) pe[r] = start[r];
   for (int p = 0; p < nph && res == ncclSuccess; p++) {
+    struct anycclSymmChoice sc;
+    int sy = simSymmPath(w, plans, p, &sc);
+    if (sy != ANYCCL_SYMM_NONE) { /* one kernel, ranks waiting for each other's lines or barriers */
+      double t0 = 0, d = 0;
+      for (int r = 0; r < n; r++) t0 = dmax(t0, pe[r]);
+      NCCLCHECKGOTO(simSymmRun(w, plans, p, sy, &sc, &run.acc, t0, &d), res, out);
+      for (int r = 0; r < n; r++) pe[r] = t0 + d;
+      tmax = t0 + d;
+      continue;
+    }
     double tmin = INFINITY;
     for (int r = 0; r < n; r++) {
       ps[r] = pe[r] + cal->launchUs * 1e-6;

@@ -26,6 +26,10 @@ void simFabricDescribe(const struct simFabric* f, FILE* out) {
                "simple %g us, LL efficiency %g, NVLink latency %g us; %s model\n",
           f->device, c->blockGBps, c->nvlinkGBps, c->pcieGBps, c->launchUs, c->graphLaunchUs, c->llStepUs,
           c->simpleStepUs, c->llEfficiency, c->nvlinkLatUs, c->model == SIM_MODEL_DATAFLOW ? "dataflow" : "lock-step");
+  fprintf(out, "  one-host kernels: launch %g us (graph %g), LL block %g GB/s, staged block %g GB/s, barrier %g us, "
+               "copy %g GB/s\n",
+          c->symmLaunchUs, c->symmGraphLaunchUs, c->symmLLBlockGBps, c->symmBlockGBps, c->symmBarrierUs,
+          c->symmCopyGBps);
 }
 
 ncclResult_t simFabricWriteDot(const struct simFabric* f, FILE* out) {

@@ -32,6 +32,14 @@ void simCalibDefaults(struct simCalib* c) {
   c->simpleStepUs = 2;
   c->llEfficiency = 0.5;
   c->nvlinkLatUs = 0.5;
+  /* the cuda backend's one-host kernels: fitted to 2-H100 runs
+   * (topologies/sim_h100.calib; no H200 runs of them yet) */
+  c->symmLaunchUs = 6.4;
+  c->symmGraphLaunchUs = 2.7;
+  c->symmLLBlockGBps = 384;
+  c->symmBlockGBps = 4.4;
+  c->symmBarrierUs = 3.1;
+  c->symmCopyGBps = 1530;
   c->model = SIM_MODEL_LOCKSTEP;
 }
 
@@ -55,7 +63,7 @@ struct field {
 #define SIM_MAX_DOUBLE 1e12   /* a number's (GB/s, us): rates in bytes/s stay finite */
 #define SIM_MAX_LINKS (1 << 22)
 
-#define SIM_MAX_FIELDS 16
+#define SIM_MAX_FIELDS 24
 /* The line that set a field (lines[i]: field i's; 0: not set). */
 static int lineOf(const struct field* fields, const int* lines, int n, const char* key) {
   for (int i = 0; i < n; i++)
@@ -167,6 +175,12 @@ ncclResult_t simCalibRead(const char* path, FILE* in, struct simCalib* c, char* 
       {"launch_us", F_DOUBLE, &c->launchUs, 0, 0},           {"ll_step_us", F_DOUBLE, &c->llStepUs, 0, 0},
       {"simple_step_us", F_DOUBLE, &c->simpleStepUs, 0, 0},  {"ll_efficiency", F_DOUBLE, &c->llEfficiency, 1e-3, 0},
       {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0}, {"graph_launch_us", F_DOUBLE, &c->graphLaunchUs, 0, 0},
+      {"symm_launch_us", F_DOUBLE, &c->symmLaunchUs, 0, 0},
+      {"symm_graph_launch_us", F_DOUBLE, &c->symmGraphLaunchUs, 0, 0},
+      {"symm_ll_block_GBps", F_DOUBLE, &c->symmLLBlockGBps, 1e-3, 0},
+      {"symm_block_GBps", F_DOUBLE, &c->symmBlockGBps, 1e-3, 0},
+      {"symm_barrier_us", F_DOUBLE, &c->symmBarrierUs, 0, 0},
+      {"symm_copy_GBps", F_DOUBLE, &c->symmCopyGBps, 1e-3, 0},
       {"model", F_WORD, model, 0, sizeof(model)},
   };
   int nf = sizeof(fields) / sizeof(fields[0]), lines[SIM_MAX_FIELDS] = {0};
@@ -307,7 +321,10 @@ ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks
   const char* calibEnv = openFiles ? getenv("ANYCCL_SIM_CALIB") : NULL;
   if (calibEnv && calibEnv[0] && simCalibLoad(calibEnv, &f->calib, err, len) != ncclSuccess) return ncclInvalidUsage;
   const char* graph = getenv("ANYCCL_SIM_GRAPH"); /* kernels launched from a CUDA graph (nccl-tests -G) */
-  if (graph && atoi(graph) == 1) f->calib.launchUs = f->calib.graphLaunchUs;
+  if (graph && atoi(graph) == 1) {
+    f->calib.launchUs = f->calib.graphLaunchUs;
+    f->calib.symmLaunchUs = f->calib.symmGraphLaunchUs;
+  }
   const char* model = openFiles ? getenv("ANYCCL_SIM_MODEL") : NULL; /* overrides the calibration's */
   if (model && model[0]) {
     if (modelOf(model) < 0) {

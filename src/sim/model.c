@@ -293,6 +293,14 @@ static ncclResult_t lockstepRun(struct anycclSimWorld* w, struct anycclPlan** pl
   if (res != ncclSuccess) goto out;
   int tracks = w->flowFile != NULL;
   for (int p = 0; p < nph && res == ncclSuccess; p++) {
+    struct anycclSymmChoice sc;
+    int sy = simSymmPath(w, plans, p, &sc);
+    if (sy != ANYCCL_SYMM_NONE) { /* the cuda backend's one-host kernel, not the plan */
+      double d = 0;
+      NCCLCHECKGOTO(simSymmRun(w, plans, p, sy, &sc, acc, t, &d), res, out);
+      t += d;
+      continue;
+    }
     double tPhase = t;
     t += cal->launchUs * 1e-6;
     int rounds = 0;

@@ -62,6 +62,14 @@ void simAccFlush(struct anycclSimWorld* w, struct simLinkAcc* a, double repeat);
 void simWriteFlow(struct anycclSimWorld* w, uint64_t id, int64_t p1, int64_t p2, uint64_t seq, const char* what,
                   int src, int dst, double bytes, int lane, int round, const int* links, int nlinks, double start,
                   double end);
+/* The cuda backend's one-host kernels (symm.c): the path phase p takes
+ * (ANYCCL_SYMM_LL, ANYCCL_SYMM_STAGED, or ANYCCL_SYMM_NONE: its plan), and
+ * the time such a phase takes from its start (launch included); its flows
+ * go into the link totals and the flow file (starting at t0). */
+struct anycclSymmChoice;
+int simSymmPath(const struct anycclSimWorld* w, struct anycclPlan** plans, int p, struct anycclSymmChoice* c);
+ncclResult_t simSymmRun(struct anycclSimWorld* w, struct anycclPlan** plans, int p, int path,
+                        const struct anycclSymmChoice* c, struct simLinkAcc* acc, double t0, double* dur);
 /* The dataflow form of simModelRun (dataflow.c). */
 ncclResult_t simDataflowRun(struct anycclSimWorld* w, struct anycclPlan** plans, const double* start, double* end,
                             double* rankEnd);

@@ -27,6 +27,13 @@ struct simCalib {
   double simpleStepUs;    /* a simple-protocol step */
   double llEfficiency;    /* LL payload per wire byte */
   double nvlinkLatUs;     /* GPU -> NVSwitch -> GPU */
+  /* the cuda backend's one-host kernels (symm.c) */
+  double symmLaunchUs;    /* an LL or staged kernel's launch and start */
+  double symmGraphLaunchUs; /* the same inside a CUDA graph (ANYCCL_SIM_GRAPH=1) */
+  double symmLLBlockGBps; /* one block of an LL kernel storing lines (wire bytes) */
+  double symmBlockGBps;   /* one block of a staged kernel reading or writing a peer */
+  double symmBarrierUs;   /* one barrier of a staged kernel */
+  double symmCopyGBps;    /* a staged kernel's copy in or out (device memory) */
   int model;              /* SIM_MODEL_*: `model` in the file, ANYCCL_SIM_MODEL overrides */
 };
 /* The time model's form (docs/simulation.md, "The time model"): lock-step

@@ -1,7 +1,7 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow chain_fill conservation reserve flowfile PATH
+ *   flows_one flows_share spine bad_fabric ring_slow chain_fill symm_ll conservation reserve flowfile PATH
  *   trace PATH timeline PATH rails */
 #include <math.h>
 #include <stdio.h>
@@ -172,6 +172,8 @@ static void badFabric(void) {
       {"launch_us 5\nll_efficiency 2\n", ":2: ll_efficiency: 2 is more than 1"},
       {"simple_step_us\n", ":1: simple_step_us: no value"},
       {"launch_us 5\nmodel pipelined\n", ":2: model: not lockstep or dataflow"},
+      {"symm_launch_us 3\nsymm_ll_block_GBps 0\n", ":2: symm_ll_block_GBps: '0' is not a number >= 0.001"},
+      {"symm_barrier_us -2\n", ":1: symm_barrier_us: '-2' is not a number >= 0"},
   };
   for (size_t i = 0; i < sizeof(calibs) / sizeof(calibs[0]); i++) {
     const char* p = writeFile("bad.calib", calibs[i][0]);
@@ -268,6 +270,62 @@ static void ringSlow(void) {
   }
   unsetenv("ANYCCL_SIM_MODEL");
   unlink(p);
+}
+
+/* One host: all-reduces up to ANYCCL_CUDA_SYMM_LL take the cuda backend's
+ * LL kernel (cuda_symm.c), not the ring plan. With a calibration of round
+ * numbers (launch 4 us, route 0.5 us, NVLink 100 GB/s, an LL block 2 GB/s
+ * of wire bytes), an all-reduce of B bytes on n ranks is one kernel: every
+ * rank stores its vector as 16-byte lines of 8 bytes (2B wire bytes) into
+ * each of its n - 1 peers, its blocks = min(128, B / 2 KB) sharing
+ * blocks x 2 GB/s among its peers, and each NVLink shared by its n - 1
+ * flows: 4 + 0.5 + 2B / rate. Above 1 MB on 2 ranks (up to the 4 MB
+ * staging area) the staged kernel: launch + copy in (B at 1000 GB/s) +
+ * barrier (1 us) + route + both halves (2 x B/2 each way, 128 blocks x
+ * 1 GB/s, the link's 100 GB/s binding) + barrier + copy out. */
+static void symmLL(void) {
+  const char* cal = writeFile("sim_symm.calib", "symm_launch_us 4\nsymm_ll_block_GBps 2\nnvlink_GBps 100\n"
+                                                "nvlink_latency_us 0.5\nsymm_barrier_us 1\nsymm_copy_GBps 1000\n"
+                                                "symm_block_GBps 1\n");
+  setenv("ANYCCL_SIM_CALIB", cal, 1);
+  unsetenv("ANYCCL_SIM_FABRIC"), unsetenv("NCCL_ALGO"), unsetenv("NCCL_PROTO");
+  struct {
+    int n;
+    size_t bytes;
+    double want; /* us, by hand */
+    const char* why;
+  } cases[] = {
+      {2, 256 << 10, 4 + 0.5 + 524288 / 100e3, "2 ranks, 128 blocks: the link's 100 GB/s binds"},
+      {8, 64 << 10, 4 + 0.5 + 131072 / (32 * 2e3 / 7), "8 ranks, 32 blocks: 64 GB/s over 7 peers binds"},
+      {8, 256 << 10, 4 + 0.5 + 524288 / (100e3 / 7), "8 ranks, 128 blocks: 7 flows share each NVLink"},
+      {2, 2 << 20, 4 + 2097152 / 1000e3 + 1 + 0.5 + 2097152 / 100e3 + 1 + 2097152 / 1000e3, "2 ranks, staged"},
+  };
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+    for (int dataflow = 0; dataflow < 2; dataflow++) {
+      setenv("ANYCCL_SIM_MODEL", dataflow ? "dataflow" : "lockstep", 1);
+      int n = cases[c].n, devs[N];
+      for (int i = 0; i < n; i++) devs[i] = i;
+      CHECK(ncclCommInitAll(comms, n, devs) == ncclSuccess, "ncclCommInitAll: %s", ncclGetLastError(NULL));
+      for (int i = 0; i < n; i++) cudaSetDevice(i), cudaStreamCreate(&streams[i]), cudaMalloc(&bufs[i], 8 << 20);
+      ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+      size_t count = cases[c].bytes / 4;
+      ncclGroupStart();
+      for (int i = 0; i < n; i++)
+        ncclAllReduce(bufs[i], (char*)bufs[i] + (4 << 20), count, ncclFloat, ncclSum, comms[i], streams[i]);
+      CHECK(ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
+      double want = cases[c].want;
+      CHECK(fabs(info.estimatedTime - want) < 1e-4 * want, "%s (%s): %g us, want %g", cases[c].why,
+            dataflow ? "dataflow" : "lock-step", info.estimatedTime, want);
+      printf("all-reduce of %zu KB on %d ranks of one host, %s: %.4f us, by hand %.4f (%s)\n", cases[c].bytes >> 10,
+             n, dataflow ? "dataflow" : "lock-step", info.estimatedTime, want, cases[c].why);
+      for (int i = 0; i < n; i++) {
+        ncclCommDestroy(comms[i]);
+        cudaSetDevice(i), cudaFree(bufs[i]), cudaStreamDestroy(streams[i]);
+      }
+    }
+  }
+  unsetenv("ANYCCL_SIM_MODEL"), unsetenv("ANYCCL_SIM_CALIB");
+  unlink(cal);
 }
 
 /* Broadcast of 4 slices of 512 KB from rank 0 along the chain 0 -> 1 -> ...
@@ -545,8 +603,9 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "trace") && argc > 2) traceRun(argv[2]);
   else if (!strcmp(c, "timeline") && argc > 2) timeline(argv[2]);
   else if (!strcmp(c, "rails")) rails();
+  else if (!strcmp(c, "symm_ll")) symmLL();
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|chain_fill|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|chain_fill|symm_ll|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);

@@ -1,0 +1,112 @@
+/* The cuda backend's one-host kernels in the time model (docs/simulation.md,
+ * "One host: the LL and staged kernels"). On one host the cuda backend runs
+ * small and mid-size all-reduce, all-gather, reduce-scatter, broadcast and
+ * reduce without their plans (backend/cuda_symm.c); anycclSymmPath makes the
+ * choice for both backends. Such a phase is one kernel:
+ *
+ *   LL      launch + route latency + the flows: every line a rank stores
+ *           into a peer's segment (16 wire bytes per 8 of data), each
+ *           sender's flows capped at its blocks x symm_ll_block_GBps
+ *           shared among the peers it stores into;
+ *   staged  launch + copy in + barrier + route latency + the flows of the
+ *           exchange + barrier (+ copy out: all-reduce); copies at
+ *           symm_copy_GBps on no link, flows capped at the kernel's blocks x
+ *           symm_block_GBps shared among the peers.
+ *
+ * Flows share the NVLink links max-min fairly, as every other flow does. */
+#include <string.h>
+#include "checks.h"
+#include "comm.h"
+#include "cuda_exec.h"
+#include "model.h"
+#include "param.h"
+#include "plan.h"
+#include "sim.h"
+
+#define SYMM_MAX_FLOWS (ACU_SYMM_MAX_RANKS * ACU_SYMM_MAX_RANKS)
+
+int simSymmPath(const struct anycclSimWorld* w, struct anycclPlan** plans, int p, struct anycclSymmChoice* c) {
+  const struct ncclComm* comm = plans[0]->comm;
+  const struct anycclPhase* ph = &plans[0]->phases[p];
+  if (comm->nHosts != 1 || w->n > ACU_SYMM_MAX_RANKS || ph->nlanes == 0) return ANYCCL_SYMM_NONE;
+  /* no symmetric windows on the sim backend: WINDOW_ONLY is the FIFO path */
+  int path = anycclSymmPath(comm, ph, c);
+  return path == ANYCCL_SYMM_LL || path == ANYCCL_SYMM_STAGED ? path : ANYCCL_SYMM_NONE;
+}
+
+/* Flows src -> every peer (or -> dst only when dst >= 0) of `bytes`. */
+static void addFlows(const struct simFabric* fab, int n, int src, int dst, double bytes, double cap,
+                     struct simFlow* f, struct simRoundFlow* info, double* lat, int* nf) {
+  for (int q = 0; q < n; q++) {
+    if (q == src || (dst >= 0 && q != dst)) continue;
+    int i = (*nf)++;
+    f[i].bytes = bytes;
+    f[i].cap = cap;
+    f[i].end = 0;
+    f[i].nlinks = simRoute(fab, src, q, f[i].links, &lat[i]);
+    info[i] = (struct simRoundFlow){src, q, 0, -1};
+  }
+}
+
+ncclResult_t simSymmRun(struct anycclSimWorld* w, struct anycclPlan** plans, int p, int path,
+                        const struct anycclSymmChoice* c, struct simLinkAcc* acc, double t0, double* dur) {
+  const struct simFabric* fab = &w->fabric;
+  const struct simCalib* cal = &fab->calib;
+  const struct anycclPhase* ph = &plans[0]->phases[p];
+  const int n = w->n, func = ph->func;
+  const double B = (double)c->bytes;
+  struct simFlow f[SYMM_MAX_FLOWS];
+  struct simRoundFlow info[SYMM_MAX_FLOWS];
+  double lat[SYMM_MAX_FLOWS];
+  int nf = 0;
+  double before = cal->symmLaunchUs * 1e-6, after = 0;
+  if (path == ANYCCL_SYMM_LL) {
+    double rank = c->blocks * cal->symmLLBlockGBps * 1e9; /* one rank's blocks */
+    double wire = 2 * B;                                   /* 16-byte lines of 8 data bytes */
+    if (func == FUNC_BROADCAST) {
+      addFlows(fab, n, ph->root, -1, wire, rank / (n - 1), f, info, lat, &nf);
+    } else if (func == FUNC_REDUCE) {
+      for (int r = 0; r < n; r++)
+        if (r != ph->root) addFlows(fab, n, r, ph->root, wire, rank, f, info, lat, &nf);
+    } else { /* all-reduce: the vector, all-gather: my block, reduce-scatter: block q, to every peer q */
+      for (int r = 0; r < n; r++) addFlows(fab, n, r, -1, wire, rank / (n - 1), f, info, lat, &nf);
+    }
+  } else {
+    /* the blocks cuda_symm.c launches: one per symm block bytes of the work */
+    size_t es = ph->elemSize, vecElems = 16 / es;
+    size_t chunk = ((ph->count + n - 1) / n + vecElems - 1) / vecElems * vecElems;
+    double work = func == FUNC_ALLREDUCE ? (double)(chunk * es) : B;
+    double per = (double)anycclParamInt(PARAM_CUDA_SYMM_BLOCK_BYTES), blocks = per > 0 ? (work + per - 1) / per : 1;
+    blocks = blocks < 1 ? 1 : blocks > ACU_SYMM_MAX_BLOCKS ? ACU_SYMM_MAX_BLOCKS : (double)(long)blocks;
+    double cap = blocks * cal->symmBlockGBps * 1e9 / (n - 1), copy = cal->symmCopyGBps * 1e9;
+    double bar = cal->symmBarrierUs * 1e-6;
+    before += (double)c->inBytes / copy + bar; /* copy in, barrier */
+    after = bar;                               /* barrier */
+    if (func == FUNC_ALLREDUCE) {
+      /* each rank reads its share from every peer's staging and stores the
+       * sum into every peer's: 2 shares each way between every pair */
+      for (int r = 0; r < n; r++) addFlows(fab, n, r, -1, 2.0 * (double)(chunk * es), cap, f, info, lat, &nf);
+      after += B / copy; /* copy out */
+    } else {
+      /* all-gather: every rank pulls each peer's block; reduce-scatter:
+       * each rank reads its block from every peer's staging */
+      for (int r = 0; r < n; r++) addFlows(fab, n, r, -1, B, cap, f, info, lat, &nf);
+    }
+  }
+  NCCLCHECK(simFlowsRun(f, nf, fab->linkBps, fab->nLinks));
+  double xfer = 0;
+  for (int i = 0; i < nf; i++)
+    if (lat[i] + f[i].end > xfer) xfer = lat[i] + f[i].end;
+  struct simBuilder b = {f, info, lat, nf, nf};
+  simAccRound(acc, &b);
+  simAccFlush(w, acc, 1);
+  if (w->flowFile) {
+    const char* what = path == ANYCCL_SYMM_LL ? "symm-ll" : "symm-staged";
+    for (int i = 0; i < nf; i++)
+      simWriteFlow(w, w->nextFlowId + i, -1, -1, plans[0]->seq, what, info[i].src, info[i].dst, f[i].bytes, 0, 0,
+                   f[i].links, f[i].nlinks, t0 + before, t0 + before + lat[i] + f[i].end);
+  }
+  w->nextFlowId += nf;
+  *dur = before + xfer + after;
+  return ncclSuccess;
+}
