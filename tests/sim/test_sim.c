@@ -211,20 +211,28 @@ static void freeComms(void) {
   }
 }
 
-/* The modelled time (us) of an all-reduce of `bytes`: estimated (nothing
- * launched), then run and timed with events (the virtual clock). */
-static void allReduceTime(size_t bytes, float* estimate, float* measured) {
-  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+/* Opens a group of one call per rank (the caller ends it): an all-reduce of `bytes` (float sum,
+ * in place), or (bcast) a broadcast of `bytes` from rank 0. */
+static void groupCall(int bcast, size_t bytes) {
   ncclGroupStart();
-  for (int i = 0; i < N; i++) ncclAllReduce(bufs[i], bufs[i], bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+  for (int i = 0; i < N; i++) {
+    if (bcast) ncclBroadcast(bufs[i], bufs[i], bytes, ncclChar, 0, comms[i], streams[i]);
+    else ncclAllReduce(bufs[i], bufs[i], bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+  }
+}
+
+/* Its modelled time (us): estimated (nothing launched), then run and timed
+ * with events on rank 0's stream (the virtual clock). */
+static void groupTime(int bcast, size_t bytes, float* estimate, float* measured) {
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  groupCall(bcast, bytes);
   CHECK(ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
   *estimate = info.estimatedTime;
   cudaEvent_t a, b;
   cudaSetDevice(0);
   cudaEventCreate(&a), cudaEventCreate(&b);
   cudaEventRecord(a, streams[0]);
-  ncclGroupStart();
-  for (int i = 0; i < N; i++) ncclAllReduce(bufs[i], bufs[i], bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+  groupCall(bcast, bytes);
   ncclGroupEnd();
   cudaSetDevice(0);
   cudaEventRecord(b, streams[0]);
@@ -234,6 +242,7 @@ static void allReduceTime(size_t bytes, float* estimate, float* measured) {
   *measured = ms * 1000;
   cudaEventDestroy(a), cudaEventDestroy(b);
 }
+static void allReduceTime(size_t bytes, float* estimate, float* measured) { groupTime(0, bytes, estimate, measured); }
 
 /* Ring all-reduce on 8 ranks, one lane, Simple: 15 steps, 14 of which send
  * one 64 KB block (a step: step latency + route latency + transfer; the
@@ -344,31 +353,15 @@ static void chainFill(void) {
     setenv("ANYCCL_SIM_MODEL", dataflow ? "dataflow" : "lockstep", 1);
     initComms();
     size_t bytes = 4 << 19;
-    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-    ncclGroupStart();
-    for (int i = 0; i < N; i++) ncclBroadcast(bufs[i], bufs[i], bytes, ncclChar, 0, comms[i], streams[i]);
-    CHECK(ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
-    cudaEvent_t a, b;
-    cudaSetDevice(0);
-    cudaEventCreate(&a), cudaEventCreate(&b);
-    cudaEventRecord(a, streams[0]);
-    ncclGroupStart();
-    for (int i = 0; i < N; i++) ncclBroadcast(bufs[i], bufs[i], bytes, ncclChar, 0, comms[i], streams[i]);
-    ncclGroupEnd();
-    cudaSetDevice(0);
-    cudaEventRecord(b, streams[0]);
-    cudaEventSynchronize(b);
-    float ms = -1;
-    cudaEventElapsedTime(&ms, a, b);
-    cudaEventDestroy(a), cudaEventDestroy(b);
+    float est, root;
+    groupTime(1, bytes, &est, &root);
     double lag = 0.5 + 524288 / 44e3, hop = 2 + lag; /* us */
     double want = 5 + 4 * hop + (dataflow ? (N - 2) * lag : 0), want0 = 5 + 4 * hop;
     const char* what = dataflow ? "dataflow" : "lock-step";
-    CHECK(fabs(info.estimatedTime - want) < 1e-3 * want, "%s: ncclGroupSimulateEnd %g us, want %g", what,
-          info.estimatedTime, want);
-    CHECK(fabs(ms * 1000 - want0) < 1e-3 * want0, "%s: root's events %g us, want %g", what, ms * 1000, want0);
-    printf("broadcast 8 ranks x 2 MB, %s: estimated %.3f us, root %.3f us, by hand %.3f, %.3f us\n", what,
-           info.estimatedTime, ms * 1000, want, want0);
+    CHECK(fabs(est - want) < 1e-3 * want, "%s: ncclGroupSimulateEnd %g us, want %g", what, est, want);
+    CHECK(fabs(root - want0) < 1e-3 * want0, "%s: root's events %g us, want %g", what, root, want0);
+    printf("broadcast 8 ranks x 2 MB, %s: estimated %.3f us, root %.3f us, by hand %.3f, %.3f us\n", what, est,
+           root, want, want0);
     freeComms();
   }
   unsetenv("ANYCCL_SIM_MODEL");
