@@ -211,8 +211,9 @@ static void freeComms(void) {
   }
 }
 
-/* Opens a group of one call per rank (the caller ends it): an all-reduce of `bytes` (float sum,
- * in place), or (bcast) a broadcast of `bytes` from rank 0. */
+/* Opens a group of one call per rank (the caller ends it): an all-reduce
+ * of `bytes` (float sum, in place), or (bcast) a broadcast of `bytes` from
+ * rank 0. */
 static void groupCall(int bcast, size_t bytes) {
   ncclGroupStart();
   for (int i = 0; i < N; i++) {
