@@ -92,11 +92,13 @@ static void refPost(struct refs* r, struct anycclConn* c, const char* p, size_t 
   r->n++;
 }
 
+static int overlaps(const char* a, size_t na, const char* b, size_t nb) { return a < b + nb && b < a + na; }
+
 /* Does [p, p + len) overlap a send still reading it? */
 static int refBusy(struct refs* r, const char* p, size_t len) {
   for (int pass = 0; pass < 2; pass++) {
     int hit = 0;
-    for (int i = 0; i < r->n && !hit; i++) hit = p < r->e[i].p + r->e[i].len && r->e[i].p < p + len;
+    for (int i = 0; i < r->n && !hit; i++) hit = overlaps(p, len, r->e[i].p, r->e[i].len);
     if (!hit) return 0;
     if (pass == 0) refsPrune(r);
   }
@@ -143,8 +145,6 @@ static char* bufPtr(const struct anycclPhase* ph, const struct anycclLane* l, in
     default: return NULL;
   }
 }
-
-static int overlaps(const char* a, size_t na, const char* b, size_t nb) { return a < b + nb && b < a + na; }
 
 /* Bind the lane's receives up to message `limit` (exclusive). STEPS lanes
  * with one receive end (rings, chains); step geometry as stepLaneProgress. */

@@ -332,6 +332,10 @@ template <class W> struct P16 {
 template <> struct P<T_F16> : P16<V<T_F16>> {};
 template <> struct P<T_BF16> : P16<V<T_BF16>> {};
 
+/* Bytes of data line i carries (the last may carry fewer than 8). */
+__device__ __forceinline__ int lineLen(uint64_t bytes, uint64_t i) {
+  return bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
+}
 __device__ __forceinline__ uint2 ld8(const char* p, int len) {
   uint2 v = make_uint2(0, 0);
   if (len == 8 && ((uintptr_t)p & 7) == 0) return *(const uint2*)p;
@@ -375,44 +379,6 @@ __device__ bool llGet(const acuSymm& a, uint32_t flag, int src, uint64_t i, uint
   }
 }
 
-template <int TY>
-__device__ void llReduce(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
-  const int n = a.nranks, r = a.rank;
-  const bool rs = a.algo == ACU_SYMM_LL_RS;
-  const char* in = a.in[r];
-  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
-    const int len = bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
-    for (int p = 0; p < n; p++)
-      if (p != r) llPut(llLine(a, p, flag, r, i - lb), ld8(in + (rs ? bytes * p : 0) + i * 8, len), flag);
-    float acc[4];
-    for (int q = 0; q < n; q++) {
-      uint2 x;
-      if (q == r) x = ld8(in + (rs ? bytes * r : 0) + i * 8, len);
-      else if (!llGet(a, flag, q, i - lb, &x)) return;
-      P<TY>::add(acc, x, q == 0);
-    }
-    st8(a.out[r] + i * 8, P<TY>::pack(acc), len);
-  }
-}
-
-__device__ void llGather(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
-  const int n = a.nranks, r = a.rank;
-  char* out = a.out[r];
-  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
-    const int len = bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
-    const uint2 mine = ld8(a.in[r] + i * 8, len);
-    for (int p = 0; p < n; p++)
-      if (p != r) llPut(llLine(a, p, flag, r, i - lb), mine, flag);
-    st8(out + bytes * r + i * 8, mine, len);
-    for (int q = 0; q < n; q++) {
-      uint2 x;
-      if (q == r) continue;
-      if (!llGet(a, flag, q, i - lb, &x)) return;
-      st8(out + bytes * q + i * 8, x, len);
-    }
-  }
-}
-
 /* Rooted LL collectives send lines one way, so no wait of the sender shows
  * that a receiver read the lines of the use before last from the area
  * parity it is about to store into: the sender (block b) waits until each
@@ -435,6 +401,51 @@ __device__ bool llReceiversFree(const acuSymm& a, uint32_t flag, int only) {
   return __syncthreads_and(ok);
 }
 
+/* Reductions: all-reduce and reduce-scatter (every rank stores its lines
+ * into every peer's area, reduce-scatter block p to peer p, and adds what
+ * arrives), reduce (the others store into the root's area; the root adds).
+ * Every rank adds the inputs in rank order, so results are bit-identical. */
+template <int TY>
+__device__ void llReduce(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
+  const int n = a.nranks, r = a.rank;
+  const bool rs = a.algo == ACU_SYMM_LL_RS, red = a.algo == ACU_SYMM_LL_RED;
+  if (red && r != a.root && !llReceiversFree(a, flag, a.root)) return;
+  const char* in = a.in[r];
+  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
+    const int len = lineLen(bytes, i);
+    for (int p = 0; p < n; p++)
+      if (p != r && (!red || p == a.root))
+        llPut(llLine(a, p, flag, r, i - lb), ld8(in + (rs ? bytes * p : 0) + i * 8, len), flag);
+    if (red && r != a.root) continue;
+    float acc[4];
+    for (int q = 0; q < n; q++) {
+      uint2 x;
+      if (q == r) x = ld8(in + (rs ? bytes * r : 0) + i * 8, len);
+      else if (!llGet(a, flag, q, i - lb, &x)) return;
+      P<TY>::add(acc, x, q == 0);
+    }
+    st8(a.out[r] + i * 8, P<TY>::pack(acc), len);
+  }
+}
+
+__device__ void llGather(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
+  const int n = a.nranks, r = a.rank;
+  char* out = a.out[r];
+  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
+    const int len = lineLen(bytes, i);
+    const uint2 mine = ld8(a.in[r] + i * 8, len);
+    for (int p = 0; p < n; p++)
+      if (p != r) llPut(llLine(a, p, flag, r, i - lb), mine, flag);
+    st8(out + bytes * r + i * 8, mine, len);
+    for (int q = 0; q < n; q++) {
+      uint2 x;
+      if (q == r) continue;
+      if (!llGet(a, flag, q, i - lb, &x)) return;
+      st8(out + bytes * q + i * 8, x, len);
+    }
+  }
+}
+
 /* Broadcast: the root stores its lines into every peer's area (and its
  * output); the others poll theirs. */
 __device__ void llBcast(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
@@ -442,7 +453,7 @@ __device__ void llBcast(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t l
   char* out = a.out[r];
   if (r == root && !llReceiversFree(a, flag, -1)) return;
   for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
-    const int len = bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
+    const int len = lineLen(bytes, i);
     uint2 x;
     if (r == root) {
       x = ld8(a.in[r] + i * 8, len);
@@ -454,39 +465,6 @@ __device__ void llBcast(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t l
     }
     st8(out + i * 8, x, len);
   }
-}
-
-/* Reduce: every other rank stores its lines into the root's area; the root
- * adds them in rank order (as the all-reduce does). */
-template <int TY>
-__device__ void llRootReduce(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
-  const int n = a.nranks, r = a.rank, root = a.root;
-  const char* in = a.in[r];
-  if (r != root) {
-    if (!llReceiversFree(a, flag, root)) return;
-    for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
-      const int len = bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
-      llPut(llLine(a, root, flag, r, i - lb), ld8(in + i * 8, len), flag);
-    }
-    return;
-  }
-  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
-    const int len = bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
-    float acc[4];
-    for (int q = 0; q < n; q++) {
-      uint2 x;
-      if (q == r) x = ld8(in + i * 8, len);
-      else if (!llGet(a, flag, q, i - lb, &x)) return;
-      P<TY>::add(acc, x, q == 0);
-    }
-    st8(a.out[r] + i * 8, P<TY>::pack(acc), len);
-  }
-}
-
-template <int TY>
-__device__ void llReduceAny(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
-  if (a.algo == ACU_SYMM_LL_RED) llRootReduce<TY>(a, flag, lb, le, bytes);
-  else llReduce<TY>(a, flag, lb, le, bytes);
 }
 
 /* a.count: the bytes each rank sends each peer (all-reduce: the vector). */
@@ -506,9 +484,9 @@ __device__ void llAlgo(const acuSymm& a) {
   switch (a.algo == ACU_SYMM_LL_AG ? -1 : a.algo == ACU_SYMM_LL_BC ? -2 : (int)a.type) {
     case -1: llGather(a, sFlag, lb, le, bytes); break;
     case -2: llBcast(a, sFlag, lb, le, bytes); break;
-    case T_F16: llReduceAny<T_F16>(a, sFlag, lb, le, bytes); break;
-    case T_BF16: llReduceAny<T_BF16>(a, sFlag, lb, le, bytes); break;
-    default: llReduceAny<T_F32>(a, sFlag, lb, le, bytes); break;
+    case T_F16: llReduce<T_F16>(a, sFlag, lb, le, bytes); break;
+    case T_BF16: llReduce<T_BF16>(a, sFlag, lb, le, bytes); break;
+    default: llReduce<T_F32>(a, sFlag, lb, le, bytes); break;
   }
 }
 

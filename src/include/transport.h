@@ -180,6 +180,16 @@ int anycclNetCarriesTags(const struct ncclComm* comm);
 
 /* Create the segment, exchange peer info, map peers, set up every
  * connection (ring channels and the all-pairs p2p mesh). */
+/* Shared memory for the ranks of this host: a memfd of `bytes` (*fd),
+ * mapped here; NULL with errno on failure. */
+void* anycclShmCreate(const char* name, size_t bytes, int* fd);
+/* `bytes` of process pid's memfd `fd`, mapped here through /proc (same user,
+ * same host). The size came from that process, so it is checked against
+ * the file first (a mapping past its end would fault). 0 and *out, else
+ * one of these (errno says why): */
+enum { ANYCCL_SHM_OPEN = 1, ANYCCL_SHM_SHORT, ANYCCL_SHM_MMAP };
+int anycclShmMapPeer(int pid, int fd, size_t bytes, void** out);
+
 ncclResult_t anycclTransportSetup(struct ncclComm* comm);
 void anycclTransportFree(struct ncclComm* comm);
 

@@ -25,6 +25,7 @@
 #include "param.h"
 #include "port.h"
 #include "rt.h"
+#include "transport.h"
 
 static uint64_t nowNs(void) {
   struct timespec ts;
@@ -452,11 +453,10 @@ static void allocHostSems(struct anycclProxyService* s) {
   s->hostSemsFd = -1;
   if (anycclRt.hostRegister == NULL || !anycclParamInt(PARAM_PORT_HOST_SIGNALS)) return;
   size_t bytes = ((size_t)s->maxSems * sizeof(uint64_t) + 4095) / 4096 * 4096;
-  int fd = memfd_create("anyccl-port-semaphores", MFD_CLOEXEC);
-  void* p = MAP_FAILED;
-  if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int fd;
+  void* p = anycclShmCreate("anyccl-port-semaphores", bytes, &fd);
   void* dev = NULL;
-  if (p != MAP_FAILED && anycclRt.hostRegister(p, bytes, &dev) == 0) {
+  if (p != NULL && anycclRt.hostRegister(p, bytes, &dev) == 0) {
     s->hostSems = p;
     s->hostSemsDev = dev;
     s->hostSemsFd = fd;
@@ -464,9 +464,11 @@ static void allocHostSems(struct anycclProxyService* s) {
     return;
   }
   INFO(NCCL_INIT | NCCL_PROXY, "port: rank %d: no host semaphore counters (%s); signals go by copy", s->rank,
-       fd < 0 ? "memfd_create failed" : p == MAP_FAILED ? "mmap failed" : "cudaHostRegister failed");
-  if (p != MAP_FAILED) munmap(p, bytes);
-  if (fd >= 0) close(fd);
+       p == NULL ? "no shared memory" : "cudaHostRegister failed");
+  if (p != NULL) {
+    munmap(p, bytes);
+    close(fd);
+  }
 }
 
 void portFreeHostSems(struct anycclProxyService* s) {

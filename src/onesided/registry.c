@@ -7,17 +7,16 @@
  * does it); a peer on another host (NCCL_HOSTID) through the network
  * (port_net.c): its memories are known by their ids in its own service. */
 #define _GNU_SOURCE
-#include <fcntl.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include "bootstrap.h"
 #include "checks.h"
 #include "port.h"
 #include "rt.h"
+#include "transport.h"
 
 #define BAD(fn, what, v, lim) anycclPortBadArgument(fn, what, (uint64_t)(v), (uint64_t)(lim))
 
@@ -238,17 +237,11 @@ static void mapPeerHost(struct anycclProxyService* s, int peer, const struct slo
     c->peerHost = (uint64_t*)(uintptr_t)w->hostPtr;
     return;
   }
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)w->hostPid, (int)w->hostFd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  struct stat st;
-  void* p = MAP_FAILED;
-  if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size >= w->hostBytes)
-    p = mmap(NULL, w->hostBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (fd >= 0) close(fd);
-  if (p == MAP_FAILED) {
-    INFO(NCCL_INIT | NCCL_PROXY, "port: rank %d cannot map rank %d's host counters (%s); signals to it go by copy",
-         s->rank, peer, path);
+  void* p;
+  if (anycclShmMapPeer((int)w->hostPid, (int)w->hostFd, w->hostBytes, &p) != 0) {
+    INFO(NCCL_INIT | NCCL_PROXY,
+         "port: rank %d cannot map rank %d's host counters (/proc/%d/fd/%d: %s); signals to it go by copy", s->rank,
+         peer, (int)w->hostPid, (int)w->hostFd, strerror(errno));
     return;
   }
   c->peerHost = (uint64_t*)p;

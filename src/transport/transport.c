@@ -42,22 +42,48 @@ static size_t segmentBytes(const struct ncclComm* comm) {
   return fifoOffset(comm, comm->nChannels + comm->nRanks);
 }
 
+void* anycclShmCreate(const char* name, size_t bytes, int* fd) {
+  *fd = memfd_create(name, MFD_CLOEXEC);
+  if (*fd < 0) return NULL;
+  void* p = ftruncate(*fd, (off_t)bytes) == 0 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0)
+                                              : MAP_FAILED;
+  if (p != MAP_FAILED) return p;
+  int e = errno;
+  close(*fd);
+  *fd = -1;
+  errno = e;
+  return NULL;
+}
+
+int anycclShmMapPeer(int pid, int fd, size_t bytes, void** out) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+  int f = open(path, O_RDWR | O_CLOEXEC);
+  if (f < 0) return ANYCCL_SHM_OPEN;
+  struct stat st;
+  if (fstat(f, &st) != 0 || (uint64_t)st.st_size < bytes) {
+    close(f);
+    return ANYCCL_SHM_SHORT;
+  }
+  void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+  int e = errno;
+  close(f);
+  if (p == MAP_FAILED) {
+    errno = e;
+    return ANYCCL_SHM_MMAP;
+  }
+  *out = p;
+  return 0;
+}
+
 static ncclResult_t segmentCreate(struct ncclComm* comm) {
   struct anycclSegment* seg;
   ANYCCL_CALLOC(seg, 1);
   seg->size = segmentBytes(comm);
-  seg->fd = memfd_create("anyccl-segment", MFD_CLOEXEC);
-  if (seg->fd < 0 || ftruncate(seg->fd, seg->size) != 0) {
+  seg->base = anycclShmCreate("anyccl-segment", seg->size, &seg->fd);
+  if (seg->base == NULL) {
     WARN("Cannot create a %zu-byte shared segment: %s (check /dev/shm and memory limits)", seg->size,
          strerror(errno));
-    if (seg->fd >= 0) close(seg->fd);
-    free(seg);
-    return ncclSystemError;
-  }
-  seg->base = mmap(NULL, seg->size, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd, 0);
-  if (seg->base == MAP_FAILED) {
-    WARN("mmap of a %zu-byte segment failed: %s", seg->size, strerror(errno));
-    close(seg->fd);
     free(seg);
     return ncclSystemError;
   }
@@ -98,24 +124,19 @@ static int shmCan(const struct anycclPeerInfo* self, const struct anycclPeerInfo
   return self->hostHash == peer->hostHash && !anycclParamInt(PARAM_SHM_DISABLE);
 }
 static ncclResult_t shmMap(const struct anycclPeerInfo* peer, char** base, void** handle) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/fd/%d", peer->pid, peer->segFd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    WARN("SHM: cannot open rank %d's segment %s: %s (processes must run as the same user on one host)",
-         peer->rank, path, strerror(errno));
+  void* p;
+  int r = anycclShmMapPeer(peer->pid, peer->segFd, peer->segSize, &p);
+  if (r == ANYCCL_SHM_OPEN) {
+    WARN("SHM: cannot open rank %d's segment /proc/%d/fd/%d: %s (processes must run as the same user on one host)",
+         peer->rank, peer->pid, peer->segFd, strerror(errno));
     return ncclSystemError;
   }
-  /* the size came from the peer: a mapping past the memfd's end would fault */
-  struct stat st;
-  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < peer->segSize) {
-    WARN("SHM: rank %d's segment %s is smaller than the %zu bytes it announced", peer->rank, path, peer->segSize);
-    close(fd);
+  if (r == ANYCCL_SHM_SHORT) {
+    WARN("SHM: rank %d's segment /proc/%d/fd/%d is smaller than the %zu bytes it announced", peer->rank, peer->pid,
+         peer->segFd, peer->segSize);
     return ncclRemoteError;
   }
-  void* p = mmap(NULL, peer->segSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
+  if (r == ANYCCL_SHM_MMAP) {
     WARN("SHM: mmap of rank %d's segment failed: %s", peer->rank, strerror(errno));
     return ncclSystemError;
   }
