@@ -276,6 +276,7 @@ static ncclResult_t handleTrigger(struct anycclProxyService* s, uint64_t w0, uin
   uint32_t type = t.type;
   if (type & ANYCCL_TRIG_CUSTOM) {
     if (s->handler == NULL) return badTrigger(s, "custom trigger, but the service has no handler", type, 0);
+    s->curSeq = seq;
     ncclResult_t r = s->handler(s->handlerArg, w0, w1);
     if (r != ncclSuccess) portSetError(s, r);
     return ncclSuccess;

@@ -254,9 +254,10 @@ static ncclResult_t portConnect(struct anycclProxyService* s, int peer) {
   if (__atomic_load_n(&c->ready, __ATOMIC_ACQUIRE)) return ncclSuccess;
   c->kind = connKind(s, peer);
   if (c->kind == CONN_NET) {
-    if (s->cuda) {
-      WARN("port: rank %d: peer %d is on another host; port channels across hosts are not supported on GPUs yet "
-           "(cpu backend only)", s->rank, peer);
+    if (s->cuda && s->hostSems == NULL) { /* signals from the network land in the host counters */
+      WARN("port: rank %d: peer %d is on another host, and this service has no host semaphore counters "
+           "(ANYCCL_PORT_HOST_SIGNALS=0, or cudaHostRegister failed): port channels across hosts need them", s->rank,
+           peer);
       return ncclInvalidUsage;
     }
     NCCLCHECK(portNetConnect(s, peer));

@@ -1,6 +1,6 @@
 /* One-sided layer tests: test_port MODE CASE (MODE: threads, procs, hosts).
  * Every run has a hard alarm() bound. Cases: order, fifo, sems, mems, bad,
- * dead, memchan, host, custom, encode, two. */
+ * dead, memchan, host, custom, encode, two, big. */
 #define _GNU_SOURCE
 #include <sys/wait.h>
 #include "port_harness.h"
@@ -433,7 +433,43 @@ static int caseTwo(struct ctx* c) {
   return 0;
 }
 
+/* Large puts both ways at once, in rounds: each rank puts its whole buffer
+ * (cut into many messages; with ANYCCL_PORT_STAGE=1 and small bounce
+ * buffers the pools run dry on both sides), then a zero-byte put with a
+ * signal, flushes and overwrites its source at once (flush means the source
+ * was read), and checks what the peer put; at the end no signal is left over. */
+static int caseBig(struct ctx* c) {
+  enum { HALF = (1 << 20) + 24, ROUNDS = 6 };
+  struct pair p;
+  if (pairSetup(c, &p, 2 * HALF, 0, 1)) return 1;
+  uint64_t mine = (uint64_t)c->rank * HALF, theirs = (uint64_t)c->peer * HALF;
+  for (int round = 0; round < ROUNDS; round++) {
+    uint64_t* src = (uint64_t*)(p.buf + mine);
+    for (int k = 0; k < HALF / 8; k++) src[k] = pattern(k, round * 2 + c->rank);
+    if (pairBarrier(c, &p)) return 1; /* the peer checked my last round before I overwrite its copy */
+    uint64_t cut = (uint64_t)(round * 4099) % HALF;
+    OK(anycclPortPut(&p.ch, mine, mine, cut));
+    OK(anycclPortPut(&p.ch, mine + cut, mine + cut, HALF - cut));
+    OK(anycclPortPutWithSignalAndFlush(&p.ch, mine, mine, 0));
+    memset(src, 0xEE, HALF);
+    OK(anycclPortWait(&p.ch));
+    const uint64_t* got = (const uint64_t*)(p.buf + theirs);
+    for (int k = 0; k < HALF / 8; k++)
+      EXPECT(got[k] == pattern(k, round * 2 + c->peer), "round %d word %d: %llx, want %llx", round, k,
+             (unsigned long long)got[k], (unsigned long long)pattern(k, round * 2 + c->peer));
+  }
+  /* a signal too many (one applied twice) shows here: each rank polls while the peer waits for it */
+  if (c->rank == 1) OK(anycclPortWait(&p.ch));
+  if (c->rank == 0) OK(anycclPortSignal(&p.ch));
+  if (c->rank == 0) OK(anycclPortWait(&p.ch));
+  EXPECT(anycclPortPoll(&p.ch) == 0, "a signal too many");
+  OK(anycclPortSignal(&p.ch));
+  if (c->rank == 1) OK(anycclPortWait(&p.ch));
+  return pairTeardown(c, &p);
+}
+
 static const struct { const char* name; caseFn fn; } kCases[] = {
+  {"big", caseBig},
   {"order", caseOrder}, {"fifo", caseFifo}, {"sems", caseSems}, {"mems", caseMems}, {"bad", caseBad},
   {"dead", caseDead}, {"memchan", caseMemchan}, {"host", caseHost}, {"custom", caseCustom}, {"encode", caseEncode}, {"two", caseTwo},
 };
