@@ -74,7 +74,30 @@ struct ncclWindow_vidmem {
   int lsaRank, lsaSize, worldRank, winFlags;
   void* winHost;                      /* the library's record */
   char* lsaBase[ANYCCL_DEV_MAX_LSA];  /* the window on each LSA peer, mapped here */
+  int ginMem;                         /* its memory in the communicator's GIN proxy (the same id on every
+                                         rank), -1: none (GIN puts into it reach LSA peers only) */
+  int pad;
 };
+
+/* A GIN operation for a rank outside the LSA team (another host), written
+ * by device code into the proxy's descriptor array beside its FIFO entry
+ * (src/backend/cuda_gin.c takes it). 64 bytes. */
+enum { ANYCCL_GIN_PUT = 1, ANYCCL_GIN_PUT_VALUE = 2, ANYCCL_GIN_SIGNAL = 3 };
+struct anycclGinDesc {
+  uint32_t op;
+  int32_t peer;      /* world rank */
+  int32_t dstMem;    /* PUT*: the destination window's ginMem */
+  int32_t devComm;   /* the device communicator's number (its signals and counters) */
+  uint64_t dstOff;
+  uint64_t src;      /* PUT: the source address (this GPU); PUT_VALUE: the value's bytes */
+  uint64_t bytes;
+  uint64_t sigValue; /* added to the peer's signal */
+  int32_t signal;    /* -1: none */
+  int32_t counter;   /* mine, raised once the source was read; -1: none */
+  uint64_t pad;
+};
+/* The FIFO trigger's second word for a GIN descriptor (a custom trigger, committed). */
+#define ANYCCL_GIN_TRIGGER ((0x8ULL << 43) | (1ULL << 63))
 
 typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
 typedef struct ncclTeamRequirements ncclTeamRequirements_t;
@@ -146,6 +169,21 @@ struct ncclDevComm {
    * words from the kernel's parameters, with no load of the window first. */
   char* resourceLocal;
   char* resourceLsa[ANYCCL_DEV_INLINE_LSA]; /* LSA peers 0..7; later ones through resourceWindow */
+  /* GIN to ranks outside the LSA team (other hosts), through the
+   * communicator's proxy (src/backend/cuda_gin.c); ginFifoSize 0: none.
+   * Device views. Remote signal adds and the counters of remote puts land
+   * in host words that only the proxy thread raises: a signal's value is
+   * the device word (LSA adds) plus the host word. */
+  uint64_t* ginFifoTrig;               /* 2 words per entry, host-mapped */
+  unsigned long long* ginFifoHead;     /* reservations (device memory) */
+  struct anycclGinDesc* ginDescs;      /* one per entry, host-mapped */
+  const uint64_t* ginTail;             /* entries the proxy took */
+  const uint64_t* ginDone;             /* every entry below it is complete (its source read) */
+  const uint32_t* ginState;            /* nonzero: the proxy failed */
+  uint64_t* ginHostSignals;            /* [ginSignalCount], or NULL */
+  uint64_t* ginHostCounters;           /* [ginCounterCount], or NULL */
+  uint32_t ginFifoSize;
+  int ginDevCommIndex;
 };
 typedef struct ncclDevComm ncclDevComm_t;
 typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;

@@ -160,6 +160,8 @@ struct ncclComm {
   int cuEventValid;              /* cuOrderEvent marks the last launch (it was not captured) */
   struct anycclWin* windows;     /* device API windows (backend/cuda_devcomm.c) */
   struct anycclDevRec* devComms; /* device communicators */
+  struct anycclGinHost* gin;     /* GIN to other hosts: the proxy of the device communicators (backend/cuda_gin.c) */
+  int nDevCommsMade;             /* device communicators made so far (their GIN numbers) */
   struct anycclSimWorld* sim;    /* sim backend: the process-wide world of this communicator */
   struct anycclTraceBuf* trace;  /* ANYCCL_TRACE records (cpu, cuda), written at destroy; or NULL */
   int tracePid;                  /* this rank's pid in the trace */
@@ -191,6 +193,14 @@ ncclResult_t anycclDevCommCreate(struct ncclComm* comm, const struct ncclDevComm
                                  struct ncclDevComm* out);
 ncclResult_t anycclDevCommDestroy(struct ncclComm* comm, const struct ncclDevComm* devComm);
 void anycclLsaTeam(const struct ncclComm* comm, int* lsaSize, int* lsaRank);
+/* GIN to other hosts through the proxy (backend/cuda_gin.c): setup is
+ * collective (once per communicator); windows are registered in the same
+ * order on every rank (*mem -1 while the communicator has no GIN proxy). */
+ncclResult_t anycclGinSetup(struct ncclComm* comm);
+ncclResult_t anycclGinRegister(struct ncclComm* comm, void* ptr, size_t bytes, int* mem);
+void anycclGinUnregister(struct ncclComm* comm, int mem);
+ncclResult_t anycclGinAttach(struct ncclComm* comm, int index, int nSignals, int nCounters, struct ncclDevComm* out);
+void anycclGinFree(struct ncclComm* comm);
 /* [p, p + bytes) inside an NCCL_WIN_COLL_SYMMETRIC window whose team is the
  * whole communicator: peer[q] = the same place on rank q, as mapped here. */
 int anycclWinSymmetric(struct ncclComm* comm, const void* p, size_t bytes, char** peer);

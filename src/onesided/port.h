@@ -233,6 +233,9 @@ int portStageHeader(struct anycclProxyService* s, int peer, int kind, const stru
 ncclResult_t portStageData(struct anycclProxyService* s, uint64_t entry);
 /* Retire completed copies and apply the signals behind them; 1 if anything moved. */
 int portStageProgress(struct anycclProxyService* s, ncclResult_t* err);
+/* Write n bytes into registered memory from the proxy thread, ordered after
+ * the staged copies before it (GPUs: a copy on the receive stream, waited for). */
+ncclResult_t portStageWrite(struct anycclProxyService* s, void* dst, const void* src, size_t n);
 /* Apply a signal to my semaphore slot now (cpu: the slot; GPUs: its host counter). */
 void portSignalSlot(struct anycclProxyService* s, int slot);
 /* Moves messages; returns 1 if anything moved. *oldest: lowest trigger still in flight. */

@@ -315,9 +315,8 @@ ncclResult_t portNetSignal(struct anycclProxyService* s, int peer, int remoteSlo
 }
 
 ncclResult_t portNetCustom(struct anycclProxyService* s, int peer, const struct portMsg* m, uint64_t seq) {
-  struct portMsg c = *m;
+  struct portMsg c = *m; /* size and pad are the handler's (no data follows) */
   c.type = ANYCCL_TRIG_CUSTOM;
-  c.size = 0;
   return portNetQueue(s, peer, &c, NULL, seq, -1, NULL, NULL);
 }
 
