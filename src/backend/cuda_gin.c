@@ -7,9 +7,10 @@
  * (struct anycclGinDesc) beside its FIFO entry and commits the entry as a
  * custom trigger; ginTrigger, on the proxy thread, turns it into a staged
  * put to the peer's proxy (port_bounce.c: the source copied into pinned
- * host memory, sent, copied into the peer's window) and custom messages for
- * signals and put-values. The peer's proxy applies those (ginMessage) after
- * every earlier put of that connection has landed: it adds the signal to a
+ * host memory, sent, copied into the peer's window; a put-value carries its
+ * bytes in the message) and a custom message for the signal. The peer's
+ * proxy applies that (ginMessage) after every earlier put of that
+ * connection has landed (a put it dropped drops its signal): it adds it to a
  * host-mapped word of the device communicator, of which it is the only
  * writer; device waits add that word to the signal's device word.
  *
@@ -31,7 +32,7 @@ _Static_assert(ANYCCL_GIN_TRIGGER == (((uint64_t)ANYCCL_TRIG_CUSTOM << 43) | ANY
                "gin.h's trigger is a committed custom trigger of anyccl_port.h");
 
 #define GIN_MAX_DEVCOMMS 1024
-enum { GIN_MSG_SIGNAL = 1, GIN_MSG_VALUE = 2 };
+enum { GIN_MSG_SIGNAL = 1 };
 
 /* A device communicator's host words (kept until the communicator ends: the
  * proxy thread may still hold them when ncclDevCommDestroy runs). */
@@ -52,13 +53,26 @@ struct anycclGinHost {
   struct ginDev* devs[GIN_MAX_DEVCOMMS];
 };
 
+/* Host words the device reads (GPUs: pinned and mapped; the cpu backend,
+ * where host threads stand in for kernels in tests/onesided/test_gin.c:
+ * plain memory). */
 static ncclResult_t hostWords(size_t n, uint64_t** host, void** dev) {
   *host = NULL;
   *dev = NULL;
   if (n == 0) return ncclSuccess;
+  if (anycclRt.kind != ANYCCL_BACKEND_CUDA) {
+    ANYCCL_CALLOC(*host, n);
+    *dev = *host;
+    return ncclSuccess;
+  }
   CUDACHECK(anycclRt.hostAllocMapped((void**)host, dev, n * sizeof(uint64_t)));
   memset(*host, 0, n * sizeof(uint64_t));
   return ncclSuccess;
+}
+static void hostWordsFree(void* p) {
+  if (p == NULL) return;
+  if (anycclRt.kind != ANYCCL_BACKEND_CUDA) free(p);
+  else anycclRt.freeHost(p);
 }
 
 /* A bad descriptor or message: reported once, dropped (device flushes and
@@ -94,52 +108,48 @@ static ncclResult_t ginTrigger(void* arg, uint64_t w0, uint64_t w1) {
                              d.counter >= 0 ? &dev->counters[d.counter] : NULL));
   } else if (d.op == ANYCCL_GIN_PUT_VALUE) {
     if (d.bytes > 8 || d.dstMem < 0) return ginDrop(g, "put-value size or window", (long long)d.bytes, 8);
-    m = (struct portMsg){ANYCCL_TRIG_CUSTOM, (GIN_MSG_VALUE << 24) | (uint32_t)d.devComm, d.dstOff,
-                         ((uint64_t)d.dstMem << 8) | d.bytes, d.src};
-    NCCLCHECK(portNetCustom(s, d.peer, &m, seq));
+    NCCLCHECK(portNetPutInline(s, d.peer, d.dstMem, d.dstOff, &d.src, d.bytes, seq));
   } else if (d.op != ANYCCL_GIN_SIGNAL) {
     return ginDrop(g, "operation", d.op, ANYCCL_GIN_SIGNAL);
   }
-  if (d.signal >= 0) {
-    m = (struct portMsg){ANYCCL_TRIG_CUSTOM, (GIN_MSG_SIGNAL << 24) | (uint32_t)d.devComm, (uint64_t)d.signal, 0,
-                         d.sigValue};
+  if (d.signal >= 0) { /* size 1: the signal of the put (or put-value) just before it */
+    m = (struct portMsg){ANYCCL_TRIG_CUSTOM, (GIN_MSG_SIGNAL << 24) | (uint32_t)d.devComm, (uint64_t)d.signal,
+                         d.op != ANYCCL_GIN_SIGNAL, d.sigValue};
     NCCLCHECK(portNetCustom(s, d.peer, &m, seq));
   }
   return ncclSuccess;
 }
 
-/* Receiver: a signal or a put-value from a peer's proxy, after its earlier puts landed. */
+/* Receiver: a signal from a peer's proxy, after its earlier puts landed. */
 static ncclResult_t ginMessage(void* arg, int peer, const struct portMsg* m) {
   struct anycclGinHost* g = arg;
-  struct anycclProxyService* s = g->svc;
   uint32_t op = m->id >> 24, idx = m->id & 0xffffff;
   (void)peer;
   struct ginDev* dev = idx < GIN_MAX_DEVCOMMS ? __atomic_load_n(&g->devs[idx], __ATOMIC_ACQUIRE) : NULL;
   if (dev == NULL) return ginDrop(g, "device communicator number", idx, GIN_MAX_DEVCOMMS);
   if (op == GIN_MSG_SIGNAL) {
     if (m->off >= (uint64_t)dev->nSignals) return ginDrop(g, "signal", (long long)m->off, dev->nSignals);
+    /* the signal of a put whose bytes were dropped: dropped too (the waiter times out and reports) */
+    if ((m->size & 1) && (m->type & PORT_MSG_AFTER_DROP))
+      return ginDrop(g, "put destination (its signal dropped too)", (long long)m->off, 0);
     __atomic_add_fetch(&dev->signals[m->off], m->pad, __ATOMIC_RELEASE);
     return ncclSuccess;
   }
-  if (op != GIN_MSG_VALUE) return ginDrop(g, "message", op, GIN_MSG_VALUE);
-  uint64_t id = m->size >> 8, n = m->size & 0xff;
-  int nMems = __atomic_load_n(&s->nMems, __ATOMIC_ACQUIRE);
-  if (n > 8 || id >= (uint64_t)nMems || s->mems[id].kind != MEM_LOCAL || m->off > s->mems[id].size ||
-      n > s->mems[id].size - m->off)
-    return ginDrop(g, "put-value destination", (long long)id, nMems);
-  return portStageWrite(s, s->mems[id].ptr + m->off, &m->pad, n);
+  return ginDrop(g, "message", op, GIN_MSG_SIGNAL);
 }
+
+anycclProxyService_t anycclGinService(struct ncclComm* comm) { return comm->gin ? comm->gin->svc : NULL; }
 
 void anycclGinFree(struct ncclComm* comm) {
   struct anycclGinHost* g = comm->gin;
   if (g == NULL) return;
   if (g->svc) anycclProxyServiceDestroy(g->svc); /* stops the proxy thread first */
-  if (g->desc) anycclRt.freeHost(g->desc);
+  hostWordsFree(g->desc);
   for (int i = 0; i < GIN_MAX_DEVCOMMS; i++) {
     struct ginDev* d = g->devs[i];
     if (d == NULL) continue;
-    if (d->signals) anycclRt.freeHost(d->signals);
-    if (d->counters) anycclRt.freeHost(d->counters);
+    hostWordsFree(d->signals);
+    hostWordsFree(d->counters);
     free(d);
   }
   free(g);
@@ -169,7 +179,7 @@ ncclResult_t anycclGinSetup(struct ncclComm* comm) {
          lsaSize);
     return ncclInvalidUsage;
   }
-  if (anycclRt.hostAllocMapped == NULL) {
+  if (anycclRt.kind == ANYCCL_BACKEND_CUDA && anycclRt.hostAllocMapped == NULL) {
     WARN("ncclDevCommCreate: GIN across hosts needs the cuda backend's mapped host memory (this libnccl lacks it)");
     return ncclInvalidUsage;
   }
@@ -237,7 +247,7 @@ ncclResult_t anycclGinAttach(struct ncclComm* comm, int index, int nSignals, int
   ncclResult_t r = hostWords((size_t)nSignals, &d->signals, &d->signalsDev);
   if (r == ncclSuccess) r = hostWords((size_t)nCounters, &d->counters, &d->countersDev);
   if (r != ncclSuccess) {
-    if (d->signals) anycclRt.freeHost(d->signals);
+    hostWordsFree(d->signals);
     free(d);
     return r;
   }

@@ -201,6 +201,7 @@ ncclResult_t anycclGinRegister(struct ncclComm* comm, void* ptr, size_t bytes, i
 void anycclGinUnregister(struct ncclComm* comm, int mem);
 ncclResult_t anycclGinAttach(struct ncclComm* comm, int index, int nSignals, int nCounters, struct ncclDevComm* out);
 void anycclGinFree(struct ncclComm* comm);
+struct anycclProxyService* anycclGinService(struct ncclComm* comm); /* its proxy service, or NULL */
 /* [p, p + bytes) inside an NCCL_WIN_COLL_SYMMETRIC window whose team is the
  * whole communicator: peer[q] = the same place on rank q, as mapped here. */
 int anycclWinSymmetric(struct ncclComm* comm, const void* p, size_t bytes, char** peer);

@@ -57,6 +57,7 @@ struct netSendEntry {
   int stageBuf;    /* staged put: its bounce buffer (port_bounce.c), else -1 */
   void* event;     /* staged put: the copy into the bounce buffer (data sent once it completed) */
   uint64_t* bump;  /* raised by 1 (release) once the entry completed (GIN counters), or NULL */
+  uint64_t inlineData; /* a put of at most 8 bytes carried here (portNetPutInline) */
 };
 
 struct portConn {
@@ -81,6 +82,7 @@ struct portConn {
   struct portMsg heldMsg;
   char* heldPtr;
   int heldKind, heldSlot;
+  int putDropped;                    /* the last put header received was dropped */
   int peerNslots;                    /* LOCAL/IPC: slots in peerSlots (the peer said) */
   char* discard;                     /* receive room for a put that cannot land */
   uint64_t discardSize;
@@ -197,6 +199,9 @@ void portFreeHostSems(struct anycclProxyService* s); /* proxy.c: own counters an
  * (received into the discard buffer and dropped; *why says what); SIGNAL:
  * semaphore *slot, one of peer's; BAD: the connection fails (*why). */
 enum { PORT_MSG_PUT = 0, PORT_MSG_DISCARD, PORT_MSG_SIGNAL, PORT_MSG_BAD, PORT_MSG_CUSTOM };
+/* In a custom message's type as its handler gets it: the last put before it
+ * on that connection was dropped (its bytes went nowhere). */
+#define PORT_MSG_AFTER_DROP 0x10000u
 int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* bytes, size_t got, struct portMsg* m,
                     char** ptr, int* slot, char* why, size_t whyLen);
 ncclResult_t portNetConnect(struct anycclProxyService* s, int peer);
@@ -208,6 +213,9 @@ ncclResult_t portNetCustom(struct anycclProxyService* s, int peer, const struct 
 /* The put's last message raises *bump once it completed (the source was read). */
 ncclResult_t portNetPutBump(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const char* src,
                             uint64_t bytes, uint64_t seq, uint64_t* bump);
+/* A put of at most 8 bytes whose source is copied now (GIN's put-value). */
+ncclResult_t portNetPutInline(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const void* src,
+                              uint64_t bytes, uint64_t seq);
 /* Queue one message (bounded wait while the queue is full). */
 ncclResult_t portNetQueue(struct anycclProxyService* s, int peer, const struct portMsg* m, const char* data,
                           uint64_t seq, int stageBuf, void* event, uint64_t* bump);
@@ -233,9 +241,6 @@ int portStageHeader(struct anycclProxyService* s, int peer, int kind, const stru
 ncclResult_t portStageData(struct anycclProxyService* s, uint64_t entry);
 /* Retire completed copies and apply the signals behind them; 1 if anything moved. */
 int portStageProgress(struct anycclProxyService* s, ncclResult_t* err);
-/* Write n bytes into registered memory from the proxy thread, ordered after
- * the staged copies before it (GPUs: a copy on the receive stream, waited for). */
-ncclResult_t portStageWrite(struct anycclProxyService* s, void* dst, const void* src, size_t n);
 /* Apply a signal to my semaphore slot now (cpu: the slot; GPUs: its host counter). */
 void portSignalSlot(struct anycclProxyService* s, int slot);
 /* Moves messages; returns 1 if anything moved. *oldest: lowest trigger still in flight. */

@@ -346,14 +346,3 @@ int portStageProgress(struct anycclProxyService* s, ncclResult_t* err) {
   }
   return moved;
 }
-
-ncclResult_t portStageWrite(struct anycclProxyService* s, void* dst, const void* src, size_t n) {
-  struct portStage* st = s->stage;
-  if (st == NULL || !s->cuda) {
-    memcpy(dst, src, n);
-    return ncclSuccess;
-  }
-  RTCHECK(st->rt.memcpyAsync(dst, src, n, st->rxStream), "a put-value's copy");
-  RTCHECK(anycclRt.streamSynchronize(st->rxStream), "cudaStreamSynchronize");
-  return ncclSuccess;
-}

@@ -62,7 +62,7 @@ static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclRe
       if (e->hreq == NULL) break;
       e->state = 1;
     }
-    if (e->state == 1 && e->msg.size > 0) {
+    if (e->state == 1 && e->msg.type == ANYCCL_TRIG_PUT && e->msg.size > 0) { /* only puts carry data */
       if ((*err = net->isend(c->sendComm, (void*)e->data, e->msg.size, 0, NULL, &e->dreq)) != ncclSuccess)
         return moved;
       if (e->dreq == NULL) break;
@@ -229,6 +229,9 @@ static int progressRecv(struct anycclProxyService* s, struct portConn* c, int pe
         c->discardSize = m.size;
       }
     }
+    /* a custom message right behind a put that was dropped says so (GIN drops the put's signal) */
+    if (m.type == ANYCCL_TRIG_PUT) c->putDropped = kind == PORT_MSG_DISCARD;
+    if (kind == PORT_MSG_CUSTOM && c->putDropped) m.type |= PORT_MSG_AFTER_DROP;
     int h = deliver(s, c, peer, kind, &m, ptr, slot, err);
     if (h < 0) return moved;
     if (h > 0) { /* hold it: no further receive is posted on this connection until it is delivered */
@@ -307,6 +310,18 @@ ncclResult_t portNetPutBump(struct anycclProxyService* s, int peer, int remoteId
 ncclResult_t portNetPut(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const char* src,
                         uint64_t bytes, uint64_t seq) {
   return portNetPutBump(s, peer, remoteId, dstOff, src, bytes, seq, NULL);
+}
+
+ncclResult_t portNetPutInline(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const void* src,
+                              uint64_t bytes, uint64_t seq) {
+  if (bytes > sizeof(uint64_t)) return ncclInternalError;
+  struct portMsg m = {ANYCCL_TRIG_PUT, (uint32_t)remoteId, dstOff, bytes, 0};
+  NCCLCHECK(portNetQueue(s, peer, &m, NULL, seq, -1, NULL, NULL));
+  struct portConn* c = &s->conns[peer];
+  struct netSendEntry* e = &c->sq[(c->sqTail - 1) % NET_SQ];
+  memcpy(&e->inlineData, src, bytes);
+  e->data = (const char*)&e->inlineData;
+  return ncclSuccess;
 }
 
 ncclResult_t portNetSignal(struct anycclProxyService* s, int peer, int remoteSlot, uint64_t seq) {

@@ -362,7 +362,7 @@ static void* proxyMain(void* arg) {
     if (err == ncclSuccess) progressed |= portNetProgress(s, &oldest, &err);
     if (s->cuda) progressed |= cudaProgress(s, &oldest);
     publishDone(s, oldest);
-    if (err != ncclSuccess) {
+    if (err != ncclSuccess && __atomic_load_n(&s->shared->state, __ATOMIC_ACQUIRE) == 0) { /* said once */
       WARN("port proxy of rank %d stops: %s; the service is in error (every call returns it)", s->rank,
            ncclGetErrorString(err));
       portSetState(s, err);

@@ -526,29 +526,7 @@ int main(int argc, char** argv) {
       unsetenv("ANYCCL_OP_TIMEOUT");
       setenv("ANYCCL_PORT_TIMEOUT", "10", 1);
     }
-    ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-    char hex[2 * sizeof(id.internal) + 1];
-    hexId(&id, hex);
-    pid_t pids[2];
-    for (int r = 0; r < 2; r++) {
-      if ((pids[r] = fork()) == 0) {
-        char rs[8], host[16];
-        snprintf(rs, sizeof(rs), "%d", r);
-        snprintf(host, sizeof(host), "host%d", r);
-        if (strcmp(mode, "hosts") == 0) setenv("NCCL_HOSTID", host, 1);
-        execl("/proc/self/exe", argv[0], "--child", mode, argv[2], rs, hex, (char*)NULL);
-        _exit(127);
-      }
-    }
-    for (int r = 0; r < 2; r++) {
-      int st;
-      waitpid(pids[r], &st, 0);
-      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
-        fails++;
-      }
-    }
+    fails = forkPair(argv[0], mode, argv[2], strcmp(mode, "hosts") == 0);
   }
   if (fails) return 1;
   printf("PASS: %s %s\n", argv[2], mode);
