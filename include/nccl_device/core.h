@@ -175,7 +175,7 @@ struct ncclDevComm {
    * in host words that only the proxy thread raises: a signal's value is
    * the device word (LSA adds) plus the host word. */
   uint64_t* ginFifoTrig;               /* 2 words per entry, host-mapped */
-  unsigned long long* ginFifoHead;     /* reservations (device memory) */
+  unsigned long long* ginFifoHead;     /* [0] reservations, [1] the tail last read (device memory) */
   struct anycclGinDesc* ginDescs;      /* one per entry, host-mapped */
   const uint64_t* ginTail;             /* entries the proxy took */
   const uint64_t* ginDone;             /* every entry below it is complete (its source read) */

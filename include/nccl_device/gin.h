@@ -71,9 +71,12 @@ NCCL_DEVICE_INLINE bool anycclGinPush(ncclDevComm const& c, anycclGinDesc const&
     anycclDevReport(c, ANYCCL_DEV_ERR_UNREACHABLE);
     return false;
   }
+  /* ginFifoHead[1] caches the last tail a producer read: the fast path reads no host memory */
   uint64_t s = atomicAdd(c.ginFifoHead, 1ULL);
   uint64_t t0 = 0;
-  for (uint32_t spins = 0; s - *(volatile const uint64_t*)c.ginTail >= c.ginFifoSize; spins++) {
+  for (uint32_t spins = 0; s - *(volatile const uint64_t*)(c.ginFifoHead + 1) >= c.ginFifoSize; spins++) {
+    atomicMax(c.ginFifoHead + 1, (unsigned long long)*(volatile const uint64_t*)c.ginTail);
+    if (s - *(volatile const uint64_t*)(c.ginFifoHead + 1) < c.ginFifoSize) break;
     if (*(volatile const uint32_t*)c.ginState) {
       anycclDevReport(c, ANYCCL_DEV_ERR_UNREACHABLE);
       return false;

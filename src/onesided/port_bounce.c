@@ -118,6 +118,8 @@ int portStageWanted(const struct anycclProxyService* s) {
     }                                                                                                        \
   } while (0)
 
+static void stageFree(struct portStage* st);
+
 ncclResult_t portStageInit(struct anycclProxyService* s) {
   if (s->stage) return ncclSuccess;
   struct portStage* st;
@@ -135,7 +137,6 @@ ncclResult_t portStageInit(struct anycclProxyService* s) {
     anycclRt.getDevice(&dev);
     if (dev != s->comm->cudaDev) anycclRt.setDevice(s->comm->cudaDev);
   }
-  s->stage = st; /* portStageFree cleans up what follows, also halfway */
   r = ncclSystemError;
   st->txBuf = calloc(st->n, sizeof(char*));
   st->rxBuf = calloc(st->n, sizeof(char*));
@@ -158,16 +159,18 @@ ncclResult_t portStageInit(struct anycclProxyService* s) {
   INFO(NCCL_INIT | NCCL_PROXY, "port: rank %d stages puts to other hosts through %d + %d bounce buffers of %llu bytes",
        s->rank, st->n, st->n, (unsigned long long)st->bytes);
 out:
-  if (r != ncclSuccess)
+  if (r != ncclSuccess) {
     WARN("port: rank %d: no bounce buffers for puts to other hosts (%d x 2 of %llu bytes of pinned host memory, "
          "ANYCCL_PORT_BOUNCE_BUFFERS, ANYCCL_PORT_BOUNCE_BYTES)", s->rank, st->n, (unsigned long long)st->bytes);
+    stageFree(st);
+  } else {
+    __atomic_store_n(&s->stage, st, __ATOMIC_RELEASE); /* complete before the proxy thread can see it */
+  }
   if (s->cuda && dev >= 0 && dev != s->comm->cudaDev) anycclRt.setDevice(dev);
   return r;
 }
 
-void portStageFree(struct anycclProxyService* s) {
-  struct portStage* st = s->stage;
-  if (st == NULL) return;
+static void stageFree(struct portStage* st) {
   if (st->txStream) anycclRt.streamSynchronize(st->txStream);
   if (st->rxStream) anycclRt.streamSynchronize(st->rxStream);
   for (int i = 0; i < st->n; i++) {
@@ -185,6 +188,10 @@ void portStageFree(struct anycclProxyService* s) {
   free(st->txFree);
   free(st->rxFree);
   free(st);
+}
+
+void portStageFree(struct anycclProxyService* s) {
+  if (s->stage) stageFree(s->stage);
   s->stage = NULL;
 }
 
