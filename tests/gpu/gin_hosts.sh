@@ -5,8 +5,10 @@
 # put to the other rank goes through the proxy (staged through pinned host
 # memory, network transport, host-word signals); -c 1 checks the data. Then
 # the same sizes without a device kernel (-D 0) and all_reduce -R 2 as
-# baselines, and tests/gpu/devapi_procs in its "hosts" mode (our own
-# launcher: forks one process per GPU) when PROCS_BIN is given.
+# baselines, tests/gpu/devapi_procs in its "hosts" mode (our own launcher:
+# forks one process per GPU) when PROCS_BIN is given, and port channels
+# between the GPUs of 2 virtual hosts (examples/bidir_port_channel -m hosts:
+# puts staged through pinned host memory by the proxies) when BIDIR_BIN is.
 #
 #   NT=<dir of nccl-tests built with MPI=1 against anyccl's include/> \
 #   LIBDIR=<dir of anyccl's libnccl.so.2> [PROCS_BIN=<devapi_procs>] bash tests/gpu/gin_hosts.sh
@@ -19,6 +21,7 @@
 #        NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90 BUILDDIR=$NT $NT/alltoall_perf $NT/all_reduce_perf
 # (BUILD_NT=1 with NCCL_TESTS_SRC and PREFIX set does that here first.)
 # devapi_procs: nvcc -std=c++17 -arch=sm_90 -I$PREFIX/include tests/gpu/devapi_procs.cu -L$LIBDIR -lnccl
+# bidir:        nvcc -x cu -std=c++17 -arch=sm_90 -I$PREFIX/include examples/bidir_port_channel.c -L$LIBDIR -lnccl
 #
 # Each run is bounded (RUN_TIMEOUT, default 40 s; ANYCCL_OP_TIMEOUT=20). A run
 # FAILs on a non-zero exit, a timeout, no result rows, a non-zero #wrong or
@@ -86,6 +89,14 @@ else
     rc=$?
     if [ $rc = 0 ]; then result devapi_procs-hosts PASS "(GIN put, put-value, counters, world barrier; 20 iterations)"
     else result devapi_procs-hosts FAIL "rc $rc: $(grep -m2 -iE 'fail|warn|want' "$OUT/devapi_procs-hosts.log" | tr '\n' ' ' | cut -c1-200)"
+    fi
+  fi
+  if [ -n "${BIDIR_BIN:-}" ]; then
+    timeout -k 5 "$RUN_TIMEOUT" "$BIDIR_BIN" -m hosts -i 20 -s 4194304 >"$OUT/bidir-hosts.log" 2>&1
+    rc=$?
+    if [ $rc = 0 ] && grep -q "Succeed" "$OUT/bidir-hosts.log"; then
+      result bidir-port-hosts PASS "($(grep -E 'bytes 4194304' "$OUT/bidir-hosts.log" | tail -1))"
+    else result bidir-port-hosts FAIL "rc $rc: $(grep -m2 -iE 'fail|warn|error' "$OUT/bidir-hosts.log" | tr '\n' ' ' | cut -c1-200)"
     fi
   fi
 fi
