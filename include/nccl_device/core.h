@@ -170,20 +170,27 @@ struct ncclDevComm {
   char* resourceLocal;
   char* resourceLsa[ANYCCL_DEV_INLINE_LSA]; /* LSA peers 0..7; later ones through resourceWindow */
   /* GIN to ranks outside the LSA team (other hosts), through the
-   * communicator's proxy (src/backend/cuda_gin.c); ginFifoSize 0: none.
-   * Device views. Remote signal adds and the counters of remote puts land
-   * in host words that only the proxy thread raises: a signal's value is
-   * the device word (LSA adds) plus the host word. */
-  uint64_t* ginFifoTrig;               /* 2 words per entry, host-mapped */
-  unsigned long long* ginFifoHead;     /* [0] reservations, [1] the tail last read (device memory) */
-  struct anycclGinDesc* ginDescs;      /* one per entry, host-mapped */
-  const uint64_t* ginTail;             /* entries the proxy took */
-  const uint64_t* ginDone;             /* every entry below it is complete (its source read) */
-  const uint32_t* ginState;            /* nonzero: the proxy failed */
-  uint64_t* ginHostSignals;            /* [ginSignalCount], or NULL */
-  uint64_t* ginHostCounters;           /* [ginCounterCount], or NULL */
-  uint32_t ginFifoSize;
-  int ginDevCommIndex;
+   * communicator's proxy (src/backend/cuda_gin.c); NULL: none. One pointer,
+   * so that the structure stays small for programs built against NVIDIA's
+   * layout that call ncclDevCommCreate (PyTorch). */
+  const struct anycclGinProxyDev* ginProxy;
+};
+
+/* A device communicator's view of the GIN proxy (device memory, read-only
+ * once made; the pointers are device views). Remote signal adds and the
+ * counters of remote puts land in host words that only the proxy thread
+ * raises: a signal's value is the device word (LSA adds) plus the host word. */
+struct anycclGinProxyDev {
+  uint64_t* fifoTrig;               /* 2 words per entry, host-mapped */
+  unsigned long long* fifoHead;     /* [0] reservations, [1] the tail last read (device memory) */
+  struct anycclGinDesc* descs;      /* one per entry, host-mapped */
+  const uint64_t* tail;             /* entries the proxy took */
+  const uint64_t* done;             /* every entry below it is complete (its source read) */
+  const uint32_t* state;            /* nonzero: the proxy failed */
+  uint64_t* hostSignals;            /* [ginSignalCount], or NULL */
+  uint64_t* hostCounters;           /* [ginCounterCount], or NULL */
+  uint32_t fifoSize;
+  int devCommIndex;
 };
 typedef struct ncclDevComm ncclDevComm_t;
 typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;

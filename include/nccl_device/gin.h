@@ -67,32 +67,48 @@ NCCL_DEVICE_INLINE void anycclDevCopy(Coop coop, char* dst, const char* src, siz
 
 /* ---- ranks outside the LSA team: descriptors through the proxy FIFO ---- */
 NCCL_DEVICE_INLINE bool anycclGinPush(ncclDevComm const& c, anycclGinDesc const& d) {
-  if (c.ginFifoSize == 0) { /* this communicator has no proxy (one host) */
+  const anycclGinProxyDev* p = c.ginProxy;
+  if (p == nullptr) { /* this communicator has no proxy (one host) */
     anycclDevReport(c, ANYCCL_DEV_ERR_UNREACHABLE);
     return false;
   }
-  /* ginFifoHead[1] caches the last tail a producer read: the fast path reads no host memory */
-  uint64_t s = atomicAdd(c.ginFifoHead, 1ULL);
+  unsigned long long* head = (unsigned long long*)__ldg((const unsigned long long*)&p->fifoHead);
+  const uint64_t* tail = (const uint64_t*)__ldg((const unsigned long long*)&p->tail);
+  const uint32_t* state = (const uint32_t*)__ldg((const unsigned long long*)&p->state);
+  uint32_t size = __ldg(&p->fifoSize);
+  /* head[1] caches the last tail a producer read: the fast path reads no host memory */
+  uint64_t s = atomicAdd(head, 1ULL);
   uint64_t t0 = 0;
-  for (uint32_t spins = 0; s - *(volatile const uint64_t*)(c.ginFifoHead + 1) >= c.ginFifoSize; spins++) {
-    atomicMax(c.ginFifoHead + 1, (unsigned long long)*(volatile const uint64_t*)c.ginTail);
-    if (s - *(volatile const uint64_t*)(c.ginFifoHead + 1) < c.ginFifoSize) break;
-    if (*(volatile const uint32_t*)c.ginState) {
+  for (uint32_t spins = 0; s - *(volatile const uint64_t*)(head + 1) >= size; spins++) {
+    atomicMax(head + 1, (unsigned long long)*(volatile const uint64_t*)tail);
+    if (s - *(volatile const uint64_t*)(head + 1) < size) break;
+    if (*(volatile const uint32_t*)state) {
       anycclDevReport(c, ANYCCL_DEV_ERR_UNREACHABLE);
       return false;
     }
     if ((spins & 1023) == 1023 && anycclDevGiveUp(c, &t0)) return false;
   }
-  uint32_t slot = (uint32_t)(s & (c.ginFifoSize - 1));
-  volatile uint64_t* to = (volatile uint64_t*)&c.ginDescs[slot];
+  uint32_t slot = (uint32_t)(s & (size - 1));
+  anycclGinDesc* descs = (anycclGinDesc*)__ldg((const unsigned long long*)&p->descs);
+  volatile uint64_t* to = (volatile uint64_t*)&descs[slot];
   const uint64_t* from = (const uint64_t*)&d;
 #pragma unroll
   for (int i = 0; i < 8; i++) to[i] = from[i];
-  volatile uint64_t* e = c.ginFifoTrig + 2 * slot;
+  volatile uint64_t* e = (uint64_t*)__ldg((const unsigned long long*)&p->fifoTrig) + 2 * slot;
   e[0] = s;
   __threadfence_system(); /* the descriptor before the commit */
   e[1] = ANYCCL_GIN_TRIGGER;
   return true;
+}
+/* The proxy's host words of this device communicator (NULL: none). */
+NCCL_DEVICE_INLINE uint64_t* anycclGinHostSignals(ncclDevComm const& c) {
+  return c.ginProxy ? (uint64_t*)__ldg((const unsigned long long*)&c.ginProxy->hostSignals) : nullptr;
+}
+NCCL_DEVICE_INLINE uint64_t* anycclGinHostCounters(ncclDevComm const& c) {
+  return c.ginProxy ? (uint64_t*)__ldg((const unsigned long long*)&c.ginProxy->hostCounters) : nullptr;
+}
+NCCL_DEVICE_INLINE int anycclGinDevCommIndex(ncclDevComm const& c) {
+  return c.ginProxy ? __ldg(&c.ginProxy->devCommIndex) : -1;
 }
 /* A signal or counter: the device word plus the host word (remote adds). */
 NCCL_DEVICE_INLINE uint64_t anycclGinSum(uint64_t* dev, uint64_t* host) {
@@ -133,10 +149,12 @@ struct ncclGin_BackendMask {
     return (uint64_t*)ncclGetResourceBufferLocalPointer(comm, comm.ginCountersHandle);
   }
   NCCL_DEVICE_INLINE uint64_t* hostSignal(ncclGinSignal_t s) const {
-    return comm.ginHostSignals ? comm.ginHostSignals + s : nullptr;
+    uint64_t* h = anycclGinHostSignals(comm);
+    return h ? h + s : nullptr;
   }
   NCCL_DEVICE_INLINE uint64_t* hostCounter(ncclGinCounter_t c) const {
-    return comm.ginHostCounters ? comm.ginHostCounters + c : nullptr;
+    uint64_t* h = anycclGinHostCounters(comm);
+    return h ? h + c : nullptr;
   }
   /* Add v to signal s of team member peer: by pointer inside the LSA team, else through the proxy. */
   NCCL_DEVICE_INLINE void signalAdd(ncclTeam team, int peer, ncclGinSignal_t s, uint64_t v) const {
@@ -150,7 +168,7 @@ struct ncclGin_BackendMask {
       return;
     }
     __threadfence_system(); /* this thread's earlier writes before the proxy reads anything after */
-    anycclGinDesc d = {ANYCCL_GIN_SIGNAL, anycclTeamToWorld(comm.rank, team, peer), -1, comm.ginDevCommIndex, 0, 0, 0,
+    anycclGinDesc d = {ANYCCL_GIN_SIGNAL, anycclTeamToWorld(comm.rank, team, peer), -1, anycclGinDevCommIndex(comm), 0, 0, 0,
                        v, (int32_t)s, -1, 0};
     anycclGinPush(comm, d);
   }
@@ -188,7 +206,7 @@ struct ncclGin_BackendMask {
           anycclDevReport(comm, ANYCCL_DEV_ERR_UNREACHABLE);
         } else {
           __threadfence_system(); /* the group's writes of the source before the proxy's copy */
-          anycclGinDesc d = {ANYCCL_GIN_PUT, anycclTeamToWorld(comm.rank, team, peer), mem, comm.ginDevCommIndex,
+          anycclGinDesc d = {ANYCCL_GIN_PUT, anycclTeamToWorld(comm.rank, team, peer), mem, anycclGinDevCommIndex(comm),
                              dstOffset, (uint64_t)(uintptr_t)ncclGetLocalPointer(srcWnd, srcOffset), bytes, v, sig,
                              ctr, 0};
           anycclGinPush(comm, d);
@@ -225,7 +243,7 @@ struct ncclGin_BackendMask {
           anycclDevReport(comm, ANYCCL_DEV_ERR_UNREACHABLE);
         } else {
           anycclGinDesc d = {ANYCCL_GIN_PUT_VALUE, anycclTeamToWorld(comm.rank, team, peer), mem,
-                             comm.ginDevCommIndex, dstOffset, bits, sizeof(T), v, sig, -1, 0};
+                             anycclGinDevCommIndex(comm), dstOffset, bits, sizeof(T), v, sig, -1, 0};
           anycclGinPush(comm, d);
         }
       } else {
@@ -249,10 +267,13 @@ struct ncclGin_BackendMask {
   template <typename Coop>
   NCCL_DEVICE_INLINE void flush(Coop coop, cuda::memory_order = cuda::memory_order_acquire) const {
     coop.sync();
-    if (coop.thread_rank() == 0 && comm.ginFifoSize) {
-      uint64_t want = atomicAdd(comm.ginFifoHead, 0ULL), t0 = 0;
-      for (uint32_t spins = 0; (int64_t)(*(volatile const uint64_t*)comm.ginDone - want) < 0; spins++) {
-        if (*(volatile const uint32_t*)comm.ginState) {
+    const anycclGinProxyDev* p = comm.ginProxy;
+    if (coop.thread_rank() == 0 && p) {
+      const uint64_t* done = (const uint64_t*)__ldg((const unsigned long long*)&p->done);
+      const uint32_t* state = (const uint32_t*)__ldg((const unsigned long long*)&p->state);
+      uint64_t want = atomicAdd((unsigned long long*)__ldg((const unsigned long long*)&p->fifoHead), 0ULL), t0 = 0;
+      for (uint32_t spins = 0; (int64_t)(*(volatile const uint64_t*)done - want) < 0; spins++) {
+        if (*(volatile const uint32_t*)state) {
           anycclDevReport(comm, ANYCCL_DEV_ERR_UNREACHABLE);
           break;
         }

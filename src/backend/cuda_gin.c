@@ -43,6 +43,7 @@ struct ginDev {
   uint64_t* counters;
   void* countersDev;
   int nCounters;
+  struct anycclGinProxyDev* view; /* the device communicator's ginProxy (device memory; cpu backend: host) */
 };
 
 struct anycclGinHost {
@@ -150,6 +151,8 @@ void anycclGinFree(struct ncclComm* comm) {
     if (d == NULL) continue;
     hostWordsFree(d->signals);
     hostWordsFree(d->counters);
+    if (d->view && anycclRt.kind == ANYCCL_BACKEND_CUDA) anycclRt.free(d->view);
+    else free(d->view);
     free(d);
   }
   free(g);
@@ -251,16 +254,23 @@ ncclResult_t anycclGinAttach(struct ncclComm* comm, int index, int nSignals, int
     free(d);
     return r;
   }
+  struct anycclGinProxyDev v = {g->fifo.trig, (unsigned long long*)g->fifo.head, (struct anycclGinDesc*)g->descDev,
+                                &g->fifo.shared->tail, &g->fifo.shared->done, &g->fifo.shared->state,
+                                (uint64_t*)d->signalsDev, (uint64_t*)d->countersDev, g->fifo.size, index};
+  if (anycclRt.kind != ANYCCL_BACKEND_CUDA) {
+    if ((d->view = malloc(sizeof(v))) != NULL) *d->view = v;
+  } else if (anycclRt.malloc((void**)&d->view, sizeof(v)) == 0 && anycclRt.memcpy(d->view, &v, sizeof(v)) != 0) {
+    anycclRt.free(d->view);
+    d->view = NULL;
+  }
+  if (d->view == NULL) {
+    WARN("ncclDevCommCreate: no memory for the GIN proxy's device view");
+    hostWordsFree(d->signals);
+    hostWordsFree(d->counters);
+    free(d);
+    return ncclSystemError;
+  }
   __atomic_store_n(&g->devs[index], d, __ATOMIC_RELEASE);
-  out->ginFifoTrig = g->fifo.trig;
-  out->ginFifoHead = (unsigned long long*)g->fifo.head;
-  out->ginDescs = (struct anycclGinDesc*)g->descDev;
-  out->ginTail = &g->fifo.shared->tail;
-  out->ginDone = &g->fifo.shared->done;
-  out->ginState = &g->fifo.shared->state;
-  out->ginHostSignals = (uint64_t*)d->signalsDev;
-  out->ginHostCounters = (uint64_t*)d->countersDev;
-  out->ginFifoSize = g->fifo.size;
-  out->ginDevCommIndex = index;
+  out->ginProxy = d->view;
   return ncclSuccess;
 }

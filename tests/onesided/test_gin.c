@@ -21,27 +21,27 @@ static struct ctx gctx, *c = &gctx; /* the harness's EXPECT names c->rank */
 
 /* gin.h's anycclGinPush, on the host. */
 static int push(const ncclDevComm_t* dc, const struct anycclGinDesc* d) {
-  uint64_t s = __atomic_fetch_add(dc->ginFifoHead, 1ULL, __ATOMIC_RELAXED);
+  uint64_t s = __atomic_fetch_add(dc->ginProxy->fifoHead, 1ULL, __ATOMIC_RELAXED);
   double t0 = nowSec();
-  while (s - __atomic_load_n(dc->ginTail, __ATOMIC_ACQUIRE) >= dc->ginFifoSize) {
-    EXPECT(__atomic_load_n(dc->ginState, __ATOMIC_ACQUIRE) == 0, "the proxy failed");
+  while (s - __atomic_load_n(dc->ginProxy->tail, __ATOMIC_ACQUIRE) >= dc->ginProxy->fifoSize) {
+    EXPECT(__atomic_load_n(dc->ginProxy->state, __ATOMIC_ACQUIRE) == 0, "the proxy failed");
     EXPECT(nowSec() - t0 < 10, "no room in the FIFO for 10 s");
   }
-  uint32_t slot = (uint32_t)(s & (dc->ginFifoSize - 1));
-  memcpy(&dc->ginDescs[slot], d, sizeof(*d));
-  __atomic_store_n(&dc->ginFifoTrig[2 * slot], s, __ATOMIC_RELAXED);
-  __atomic_store_n(&dc->ginFifoTrig[2 * slot + 1], ANYCCL_GIN_TRIGGER, __ATOMIC_SEQ_CST);
+  uint32_t slot = (uint32_t)(s & (dc->ginProxy->fifoSize - 1));
+  memcpy(&dc->ginProxy->descs[slot], d, sizeof(*d));
+  __atomic_store_n(&dc->ginProxy->fifoTrig[2 * slot], s, __ATOMIC_RELAXED);
+  __atomic_store_n(&dc->ginProxy->fifoTrig[2 * slot + 1], ANYCCL_GIN_TRIGGER, __ATOMIC_SEQ_CST);
   /* a GPU cannot wake the proxy (it polls); a host thread can, as anycclPortPush does */
-  struct anycclPortShared* sh = (struct anycclPortShared*)dc->ginTail; /* tail is its first word */
+  struct anycclPortShared* sh = (struct anycclPortShared*)dc->ginProxy->tail; /* tail is its first word */
   if (__atomic_load_n(&sh->sleeping, __ATOMIC_SEQ_CST)) anycclPortHostKick(sh);
   return 0;
 }
 
 static int flush(const ncclDevComm_t* dc) {
-  uint64_t want = __atomic_load_n(dc->ginFifoHead, __ATOMIC_ACQUIRE);
+  uint64_t want = __atomic_load_n(dc->ginProxy->fifoHead, __ATOMIC_ACQUIRE);
   double t0 = nowSec();
-  while ((int64_t)(__atomic_load_n(dc->ginDone, __ATOMIC_ACQUIRE) - want) < 0)
-    EXPECT(nowSec() - t0 < 10, "flush: done stayed at %llu, want %llu", (unsigned long long)*dc->ginDone,
+  while ((int64_t)(__atomic_load_n(dc->ginProxy->done, __ATOMIC_ACQUIRE) - want) < 0)
+    EXPECT(nowSec() - t0 < 10, "flush: done stayed at %llu, want %llu", (unsigned long long)*dc->ginProxy->done,
            (unsigned long long)want);
   return 0;
 }
@@ -86,16 +86,16 @@ static int caseOps(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem)
       if (push(dc, &s) != 0) return 1;
     }
     if (flush(dc) != 0) return 1;
-    EXPECT(dc->ginHostCounters[0] == 2, "counter 0: %llu, want 2 (two counted puts)", (unsigned long long)dc->ginHostCounters[0]);
-    EXPECT(dc->ginHostCounters[1] == SMALL, "counter 1: %llu, want %d", (unsigned long long)dc->ginHostCounters[1], SMALL);
+    EXPECT(dc->ginProxy->hostCounters[0] == 2, "counter 0: %llu, want 2 (two counted puts)", (unsigned long long)dc->ginProxy->hostCounters[0]);
+    EXPECT(dc->ginProxy->hostCounters[1] == SMALL, "counter 1: %llu, want %d", (unsigned long long)dc->ginProxy->hostCounters[1], SMALL);
     EXPECT(anycclProxyServiceGetError(anycclGinService(comm), 1) == ncclInvalidArgument,
            "the descriptor of op 0 was not reported");
     memset(win, 0xEE, WIN); /* flushed: the sources may change */
     return 0;
   }
   memset(win, 0, WIN);
-  if (waitWord(&dc->ginHostSignals[0], 2, "signal 0") || waitWord(&dc->ginHostSignals[1], 7 + SMALL, "signal 1") ||
-      waitWord(&dc->ginHostSignals[2], 5, "signal 2") || waitWord(&dc->ginHostSignals[3], 3, "signal 3"))
+  if (waitWord(&dc->ginProxy->hostSignals[0], 2, "signal 0") || waitWord(&dc->ginProxy->hostSignals[1], 7 + SMALL, "signal 1") ||
+      waitWord(&dc->ginProxy->hostSignals[2], 5, "signal 2") || waitWord(&dc->ginProxy->hostSignals[3], 3, "signal 3"))
     return 1;
   for (size_t i = 0; i < a + b + e; i++) EXPECT((uint8_t)win[i] == pat(i), "byte %zu: %u, want %u", i, (uint8_t)win[i], pat(i));
   for (size_t i = a + b + e; i < WIN / 2; i++) EXPECT(win[i] == 0, "byte %zu written", i);
@@ -104,11 +104,11 @@ static int caseOps(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem)
   memcpy(&v, win + WIN - 8, 8);
   EXPECT(v == 0x1122334455667788ull, "put-value %llx", (unsigned long long)v);
   usleep(100000); /* a signal applied twice would show by now */
-  EXPECT(dc->ginHostSignals[0] == 2 && dc->ginHostSignals[1] == 7 + SMALL && dc->ginHostSignals[2] == 5 &&
-             dc->ginHostSignals[3] == 3,
-         "signals %llu %llu %llu %llu, want 2 %d 5 3", (unsigned long long)dc->ginHostSignals[0],
-         (unsigned long long)dc->ginHostSignals[1], (unsigned long long)dc->ginHostSignals[2],
-         (unsigned long long)dc->ginHostSignals[3], 7 + SMALL);
+  EXPECT(dc->ginProxy->hostSignals[0] == 2 && dc->ginProxy->hostSignals[1] == 7 + SMALL && dc->ginProxy->hostSignals[2] == 5 &&
+             dc->ginProxy->hostSignals[3] == 3,
+         "signals %llu %llu %llu %llu, want 2 %d 5 3", (unsigned long long)dc->ginProxy->hostSignals[0],
+         (unsigned long long)dc->ginProxy->hostSignals[1], (unsigned long long)dc->ginProxy->hostSignals[2],
+         (unsigned long long)dc->ginProxy->hostSignals[3], 7 + SMALL);
   return 0;
 }
 
@@ -132,12 +132,12 @@ static int caseBad(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem)
     return 0;
   }
   memset(win, 0, WIN);
-  if (waitWord(&dc->ginHostSignals[0], 1, "signal 0")) return 1;
+  if (waitWord(&dc->ginProxy->hostSignals[0], 1, "signal 0")) return 1;
   for (int k = 0; k < 64; k++) EXPECT(win[64 + k] == (char)(k + 1), "the good put, byte %d", k);
   for (size_t i = 0; i < WIN; i++)
     if (i < 64 || i >= 128) EXPECT(win[i] == 0, "byte %zu written by a dropped operation", i);
   usleep(50000);
-  EXPECT(dc->ginHostSignals[0] == 1, "signal 0 = %llu: a dropped operation signalled", (unsigned long long)dc->ginHostSignals[0]);
+  EXPECT(dc->ginProxy->hostSignals[0] == 1, "signal 0 = %llu: a dropped operation signalled", (unsigned long long)dc->ginProxy->hostSignals[0]);
   return 0;
 }
 
@@ -157,7 +157,8 @@ static int runRank(const char* name, int r, const char* hex) {
   ncclDevComm_t dc;
   memset(&dc, 0, sizeof(dc));
   OK(anycclGinAttach(comm, 0, 4, 2, &dc));
-  EXPECT(dc.ginFifoSize >= 2 && dc.ginHostSignals && dc.ginHostCounters, "device view");
+  EXPECT(dc.ginProxy && dc.ginProxy->fifoSize >= 2 && dc.ginProxy->hostSignals && dc.ginProxy->hostCounters,
+         "device view");
   int res = strcmp(name, "ops") == 0 ? caseOps(comm, &dc, win, mem) : caseBad(comm, &dc, win, mem);
   anycclGinFree(comm);
   cudaFree(win);
