@@ -14,6 +14,7 @@
 #include "net.h"
 #include "debug.h"
 #include "p2p_int.h"
+#include "rt.h"
 #include "param.h"
 #include "topo.h"
 
@@ -127,6 +128,7 @@ P2P_API ncclResult_t anycclP2pEndpointCreate(int device, const anycclP2pConfig_t
   struct anycclP2pEndpoint* ep;
   ANYCCL_CALLOC(ep, 1);
   ep->device = device;
+  ep->bounce = p2pBounceMode();
   ep->channels = c.channels ? c.channels : (int)anycclParamInt(PARAM_P2P_CHANNELS);
   if (ep->channels > ANYCCL_P2P_MAX_CHANNELS) ep->channels = ANYCCL_P2P_MAX_CHANNELS;
   ep->window = c.window ? c.window : (int)anycclParamInt(PARAM_P2P_WINDOW);
@@ -194,6 +196,12 @@ P2P_API ncclResult_t anycclP2pRegMr(anycclP2pEndpoint_t ep, void* ptr, size_t si
   const char* fn = "anycclP2pRegMr";
   ARGCHECK(ep != NULL && out != NULL, fn, "ep or mr is NULL");
   ARGCHECK(ptr != NULL || size == 0, fn, "ptr is NULL for %zu bytes; register a buffer", size);
+  const struct anycclRtCopy* rt;
+  if (ep->bounce && size > 0 && anycclRtCopyOps(&rt) == ncclSuccess && rt->isDevice(ptr)) {
+    WARN("%s: %p is GPU memory; the peer's one-sided writes and reads need a region in host memory (GPU regions "
+         "are not supported yet: register a pinned host buffer and copy)", fn, ptr);
+    return ncclInvalidUsage;
+  }
   struct anycclP2pMr* m;
   ANYCCL_CALLOC(m, 1);
   m->ep = ep;
@@ -270,6 +278,7 @@ static struct anycclP2pConn* connNew(struct anycclP2pEndpoint* ep, int nch, size
   for (int k = 0; k < nch; k++) {
     ncclSocketInit(&c->ch[k].sock, NULL, NULL);
     c->ch[k].readable = 1;
+    c->ch[k].rbidx = -1;
     if ((c->ch[k].sbuf = malloc(P2P_STAGE_BYTES)) == NULL) {
       while (k-- > 0) free(c->ch[k].sbuf);
       free(c->ch);
@@ -464,6 +473,7 @@ ncclResult_t p2pAcceptEx(anycclP2pEndpoint_t ep, anycclP2pConn_t* out, int64_t t
 static void connFree(struct anycclP2pConn* c) {
   p2pConnStop(c);
   p2pConnDrop(c);
+  p2pBounceFree(c);
   for (int k = 0; k < c->nch; k++) {
     ncclSocketClose(&c->ch[k].sock);
     free(c->ch[k].sbuf);
