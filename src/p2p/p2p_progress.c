@@ -613,7 +613,6 @@ static int pollSet(struct anycclP2pConn* c, struct pollfd* pfd, int sockets) {
  * a bounce buffer): their completion wakes no descriptor, so the waits poll
  * without sleeping meanwhile. */
 static int copiesPending(struct anycclP2pConn* c) {
-  if (c->bnc == NULL) return 0;
   pthread_mutex_lock(&c->lock);
   int busy = p2pBounceBusy(c);
   pthread_mutex_unlock(&c->lock);
