@@ -611,7 +611,7 @@ static int pollSet(struct anycclP2pConn* c, struct pollfd* pfd, int sockets) {
 
 /* Copies between GPU and bounce buffers are running (or a channel waits for
  * a bounce buffer): their completion wakes no descriptor, so the waits poll
- * without sleeping meanwhile. */
+ * without sleeping meanwhile (plock held). */
 static int copiesPending(struct anycclP2pConn* c) {
   pthread_mutex_lock(&c->lock);
   int busy = p2pBounceBusy(c);
@@ -741,9 +741,9 @@ static void* progressMain(void* arg) {
       __atomic_store_n(&c->watch, 0, __ATOMIC_SEQ_CST);
       if (needsWatch(c, &left)) __atomic_store_n(&c->watch, 1, __ATOMIC_SEQ_CST);
     }
+    int copying = !progressed && copiesPending(c);
     pthread_mutex_unlock(&c->plock);
     /* the poll runs without the channels' lock: a caller may take them */
-    int copying = !progressed && copiesPending(c);
     ready = progressed ? 0 : pollWait(c, pfd, n, copying ? 0 : NCCL_SOCKET_POLL_MS);
     if (copying && !ready) sched_yield();
   }
