@@ -118,7 +118,7 @@ static ncclResult_t setup(struct anycclP2pConn* c) {
   devLeave(rt, saved);
   for (int i = 0; i < b->n && b->freeRecv && b->freeSend; i++) b->freeRecv[i] = i, b->freeSend[i] = b->n + i;
   b->nFreeRecv = b->nFreeSend = b->n;
-  c->bnc = b;
+  __atomic_store_n(&c->bnc, b, __ATOMIC_RELEASE);
   if (e) {
     WARN("P2P: cannot set up %d bounce buffers of %zu bytes per direction for GPU buffers on device %d: %s failed "
          "(%s); lower ANYCCL_P2P_BOUNCE_BUFS or ANYCCL_P2P_CHUNK", b->n, b->bytes, dev, what,

@@ -613,6 +613,7 @@ static int pollSet(struct anycclP2pConn* c, struct pollfd* pfd, int sockets) {
  * a bounce buffer): their completion wakes no descriptor, so the waits poll
  * without sleeping meanwhile (plock held). */
 static int copiesPending(struct anycclP2pConn* c) {
+  if (__atomic_load_n(&c->bnc, __ATOMIC_ACQUIRE) == NULL) return 0; /* no GPU buffer yet: no lock taken */
   pthread_mutex_lock(&c->lock);
   int busy = p2pBounceBusy(c);
   pthread_mutex_unlock(&c->lock);

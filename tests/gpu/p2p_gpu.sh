@@ -33,6 +33,7 @@ export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 dev1=$((ngpu > 1 ? 1 : 0))
 T0=$(date +%s)
+fail=0
 el() { echo $(($(date +%s) - T0)); }
 for b in "$BENCH" ${NET_BENCH:+"$NET_BENCH"}; do
   lib=$(ldd "$b" | awk '/libnccl.so.2/{print $3}')
@@ -53,7 +54,8 @@ pair() { # NAME [--gpu]
   wait $spid
   local src=$?
   port=$((port + 1))
-  grep -q "^# check: ok" "$OUT/$name.srv" || src=${src/#0/9}
+  grep -q "^# check: ok" "$OUT/$name.srv" || src="$src, data not checked ok"
+  [ "$crc" = 0 ] && [ "$src" = 0 ] || fail=1
   echo "$name: client rc $crc, server rc $src ($(grep '^# check' "$OUT/$name.srv"))  $(el) s"
 }
 for r in $(seq 1 "$RUNS"); do
@@ -69,6 +71,7 @@ if [ -n "$NET_BENCH" ] && [ "$ngpu" -ge 2 ]; then
       ANYCCL_NET_ENGINE=$eng NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET timeout 120 "$NET_BENCH" 2 1 $coll 1048576 67108864 20 \
         > "$OUT/nb-$eng-$coll.log" 2>&1
       rc=$?
+      [ $rc = 0 ] || fail=1
       via=$(grep -o 'via NET/[A-Za-z]*' "$OUT/nb-$eng-$coll.log" | sort -u | tr '\n' ' ')
       row=$(awk '$1 == 67108864 && NF >= 9 {print $7, $8, $9}' "$OUT/nb-$eng-$coll.log" | tail -1)
       echo "net_bench $coll $eng: rc $rc, ${via:-no via line}, 64MB algbw busbw #wrong: ${row:-none}  $(el) s"
@@ -84,6 +87,7 @@ if [ -n "$NT_MPI" ] && command -v mpirun > /dev/null && [ "$ngpu" -ge 2 ]; then
         sh -c 'CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_RANK NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$@"' sh \
         "$NT_MPI/${coll}_perf" -g 1 -c 1 -b 1M -e 64M -f 4 -n 20 -w 5 > "$OUT/nt-$eng-$coll.log" 2>&1
       rc=$?
+      [ $rc = 0 ] || fail=1
       row=$(awk '$1 == 67108864 {print $7, $8, $9}' "$OUT/nt-$eng-$coll.log" | tail -1)
       echo "nccl-tests $coll $eng: rc $rc, 64MB algbw busbw #wrong: ${row:-none}  $(el) s"
       coll_rows+="nt:$coll $eng $rc ${row:-- - -}"$'\n'
@@ -108,4 +112,5 @@ if [ -n "$coll_rows" ]; then
   echo "collectives across 2 virtual hosts at 64 MB (algbw busbw #wrong):"
   printf "%s" "$coll_rows"
 fi
-echo "total $(el) s; logs in $OUT"
+echo "total $(el) s; logs in $OUT; $([ $fail = 0 ] && echo PASS || echo FAIL: a run failed, see above)"
+exit $fail
