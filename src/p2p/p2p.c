@@ -197,13 +197,11 @@ P2P_API ncclResult_t anycclP2pRegMr(anycclP2pEndpoint_t ep, void* ptr, size_t si
   ARGCHECK(ep != NULL && out != NULL, fn, "ep or mr is NULL");
   ARGCHECK(ptr != NULL || size == 0, fn, "ptr is NULL for %zu bytes; register a buffer", size);
   const struct anycclRtCopy* rt;
-  if (ep->bounce && size > 0 && anycclRtCopyOps(&rt) == ncclSuccess && rt->isDevice(ptr)) {
-    WARN("%s: %p is GPU memory; the peer's one-sided writes and reads need a region in host memory (GPU regions "
-         "are not supported yet: register a pinned host buffer and copy)", fn, ptr);
-    return ncclInvalidUsage;
-  }
+  int bounce = ep->bounce == 2 && size > 0;
+  if (ep->bounce == 1 && size > 0 && anycclRtCopyOps(&rt) == ncclSuccess) bounce = rt->isDevice(ptr);
   struct anycclP2pMr* m;
   ANYCCL_CALLOC(m, 1);
+  m->bounce = bounce;
   m->ep = ep;
   m->ptr = ptr;
   m->size = size;
@@ -245,12 +243,13 @@ P2P_API ncclResult_t anycclP2pDeregMr(anycclP2pMr_t mr) {
   return ncclSuccess;
 }
 
-char* p2pMrLookup(struct anycclP2pEndpoint* ep, uint64_t key, uint64_t off, uint64_t len) {
+char* p2pMrLookup(struct anycclP2pEndpoint* ep, uint64_t key, uint64_t off, uint64_t len, int* bounce) {
   char* p = NULL;
+  *bounce = 0;
   pthread_mutex_lock(&ep->lock);
   for (struct anycclP2pMr* m = ep->mrs; m; m = m->next)
     if (m->key == key) {
-      if (off <= m->size && len <= m->size - off) p = m->ptr + off;
+      if (off <= m->size && len <= m->size - off) p = m->ptr + off, *bounce = m->bounce;
       break;
     }
   pthread_mutex_unlock(&ep->lock);

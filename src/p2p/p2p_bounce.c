@@ -39,6 +39,7 @@ struct p2pUnpack { /* an H2D copy in flight (in issue order on the h2d stream) *
   int bidx;         /* receive buffer to free after ev; -1: none */
   void* freeMe;     /* an early chunk's bytes to free after ev */
   struct anycclP2pReq* req; /* NULL once the request completed without it */
+  struct p2pInWrite* w;     /* or the peer's write into a GPU region */
   struct p2pUnpack* next;
 };
 
@@ -163,18 +164,24 @@ int p2pBounceReap(struct anycclP2pConn* c) {
     if (u->bidx >= 0) release(b, u->bidx);
     free(u->freeMe);
     struct anycclP2pReq* r = u->req;
+    struct p2pInWrite* w = u->w;
     u->freeMe = NULL;
     u->req = NULL;
+    u->w = NULL;
     u->next = b->spare;
     b->spare = u;
     if (r && --r->copiesLeft == 0 && r->total != SIZE_MAX && r->moved >= r->total) p2pReqComplete(c, r, r->err);
+    if (w && --w->copiesLeft == 0 && w->got >= w->total) p2pWriteLanded(c, w);
   }
   return n;
 }
 
 char* p2pBounceRecvBuf(struct anycclP2pConn* c, int* bidx) {
   *bidx = -1;
-  if (setup(c) != ncclSuccess) return NULL;
+  if (setup(c) != ncclSuccess) {
+    *bidx = -2;
+    return NULL;
+  }
   struct p2pBounce* b = c->bnc;
   if (b->nFreeRecv == 0) p2pBounceReap(c);
   if (b->nFreeRecv == 0) return NULL;
@@ -184,9 +191,9 @@ char* p2pBounceRecvBuf(struct anycclP2pConn* c, int* bidx) {
 }
 
 /* Copy len bytes from src (a receive buffer bidx, or an early chunk freeMe)
- * to dst for r. 0, or a runtime error (then nothing is held). */
-int p2pBounceUnpack(struct anycclP2pConn* c, struct anycclP2pReq* r, char* dst, const char* src, size_t len,
-                    int bidx, void* freeMe) {
+ * to dst for r or w. 0, or a runtime error (then nothing is held). */
+static int unpack(struct anycclP2pConn* c, struct anycclP2pReq* r, struct p2pInWrite* w, char* dst, const char* src,
+                  size_t len, int bidx, void* freeMe) {
   struct p2pBounce* b = c->bnc;
   int e = 0;
   if (b == NULL) {
@@ -211,7 +218,7 @@ int p2pBounceUnpack(struct anycclP2pConn* c, struct anycclP2pReq* r, char* dst, 
     if (!e) e = b->rt->eventRecord(u->ev, b->h2d);
   }
   if (u == NULL || e) {
-    WARN("P2P: copying %zu bytes into the GPU buffer of a receive failed: %s", len,
+    WARN("P2P: copying %zu bytes into the GPU buffer of a %s failed: %s", len, r ? "receive" : "write from the peer",
          e ? b->rt->errorString(e) : "out of memory");
     if (u) u->next = b->spare, b->spare = u;
     if (bidx >= 0) {
@@ -221,13 +228,24 @@ int p2pBounceUnpack(struct anycclP2pConn* c, struct anycclP2pReq* r, char* dst, 
     free(freeMe);
     return e ? e : -1;
   }
-  *u = (struct p2pUnpack){u->ev, bidx, freeMe, r, NULL};
+  *u = (struct p2pUnpack){u->ev, bidx, freeMe, r, w, NULL};
   if (b->tail) b->tail->next = u;
   else b->head = u;
   b->tail = u;
   b->pending++;
-  r->copiesLeft++;
+  if (r) r->copiesLeft++;
+  if (w) w->copiesLeft++;
   return 0;
+}
+
+int p2pBounceUnpack(struct anycclP2pConn* c, struct anycclP2pReq* r, char* dst, const char* src, size_t len,
+                    int bidx, void* freeMe) {
+  return unpack(c, r, NULL, dst, src, len, bidx, freeMe);
+}
+
+int p2pBounceUnpackWrite(struct anycclP2pConn* c, struct p2pInWrite* w, char* dst, const char* src, size_t len,
+                         int bidx) {
+  return unpack(c, NULL, w, dst, src, len, bidx, NULL);
 }
 
 const char* p2pBounceStage(struct anycclP2pConn* c, const char* src, size_t len, int* bidx, int* err) {
@@ -273,7 +291,7 @@ void p2pBounceForget(struct anycclP2pConn* c, struct anycclP2pReq* r) {
       if (u->req == r) u->req = NULL;
     r->copiesLeft = 0;
   }
-  if (r->kind == REQ_SEND || r->kind == REQ_WRITE) b->rt->streamSynchronize(b->d2h);
+  if (r->kind == REQ_SEND || r->kind == REQ_WRITE || r->kind == REQ_RESP) b->rt->streamSynchronize(b->d2h);
 }
 
 /* Connection teardown (no other thread left). */

@@ -128,6 +128,8 @@ struct p2pInWrite { /* a WRITE whose bytes are arriving */
   uint64_t id, total, got, notify;
   int bad;
   struct p2pInWrite* next;
+  int copiesLeft; /* a region in GPU memory: copies from bounce buffers not complete yet */
+  int chan;       /* where the acknowledgement goes */
 };
 
 struct p2pChannel {
@@ -215,6 +217,7 @@ struct anycclP2pMr {
   uint64_t key;
   char* ptr;
   size_t size;
+  int bounce; /* GPU memory (or ANYCCL_P2P_BOUNCE=2): the peer's writes and reads go through bounce buffers */
   struct anycclP2pMr* next;
 };
 
@@ -306,6 +309,9 @@ char* p2pBounceRecvBuf(struct anycclP2pConn* c, int* bidx);
  * bytes freeMe, freed once the copy completed. 0 or an error (then freed). */
 int p2pBounceUnpack(struct anycclP2pConn* c, struct anycclP2pReq* r, char* dst, const char* src, size_t len,
                     int bidx, void* freeMe);
+/* the same for the peer's write w into a GPU region (w lands when its copies did: p2pWriteLanded) */
+int p2pBounceUnpackWrite(struct anycclP2pConn* c, struct p2pInWrite* w, char* dst, const char* src, size_t len,
+                         int bidx);
 /* stage len bytes of a send in a free send buffer (NULL: none free, or *err) */
 const char* p2pBounceStage(struct anycclP2pConn* c, const char* src, size_t len, int* bidx, int* err);
 int p2pBounceStaged(struct anycclP2pConn* c, int bidx); /* 1: its copy completed (no lock needed) */
@@ -314,7 +320,9 @@ int p2pBounceReap(struct anycclP2pConn* c);
 int p2pBounceBusy(struct anycclP2pConn* c);
 void p2pBounceForget(struct anycclP2pConn* c, struct anycclP2pReq* r);
 void p2pBounceFree(struct anycclP2pConn* c);
+/* p2p_progress.c: the peer's write w has all its bytes in place: notify, acknowledge, free (lock held) */
+void p2pWriteLanded(struct anycclP2pConn* c, struct p2pInWrite* w);
 /* p2p.c: region lookup (ep lock taken inside) */
-char* p2pMrLookup(struct anycclP2pEndpoint* ep, uint64_t key, uint64_t off, uint64_t len);
+char* p2pMrLookup(struct anycclP2pEndpoint* ep, uint64_t key, uint64_t off, uint64_t len, int* bounce);
 
 #endif

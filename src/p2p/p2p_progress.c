@@ -333,17 +333,27 @@ static int dispatch(struct anycclP2pConn* c, int k) {
       while (w && w->id != h->id) w = w->next;
       if (w == NULL) {
         if ((w = calloc(1, sizeof(*w))) == NULL) return -1;
-        *w = (struct p2pInWrite){h->id, h->total, 0, h->notify, 0, c->inWrites};
+        *w = (struct p2pInWrite){h->id, h->total, 0, h->notify, 0, c->inWrites, 0, k};
         c->inWrites = w;
       }
-      ch->rdst = p2pMrLookup(c->ep, h->key, h->off, h->len);
-      if (ch->rdst == NULL && h->len) w->bad = 1;
-      if (h->len == 0 && p2pMrLookup(c->ep, h->key, h->off, 0) == NULL) w->bad = 1;
+      int bounce = 0;
+      char* dst = p2pMrLookup(c->ep, h->key, h->off, h->len, &bounce);
+      if (dst == NULL && h->len) w->bad = 1;
+      if (h->len == 0 && p2pMrLookup(c->ep, h->key, h->off, 0, &bounce) == NULL) w->bad = 1;
+      ch->rdst = dst;
+      if (dst && bounce && h->len) { /* a GPU region: through a bounce buffer */
+        int b;
+        char* buf = p2pBounceRecvBuf(c, &b);
+        if (buf == NULL && b == -1) return 1; /* none free now */
+        if (buf == NULL) w->bad = 1, ch->rdst = NULL;
+        else ch->rdst = buf, ch->rbidx = b, ch->rfinal = dst;
+      }
       return 0;
     }
     case P2P_OP_READREQ: {
-      char* src = p2pMrLookup(c->ep, h->key, h->off, h->total);
-      if (src == NULL) {
+      int bounce = 0;
+      char* src = p2pMrLookup(c->ep, h->key, h->off, h->total, &bounce);
+      if (src == NULL || (bounce && h->total > 0 && p2pBounceSetup(c) != ncclSuccess)) {
         pushControl(c, k, P2P_OP_ACK, 1, h->id, h->total);
         return 0;
       }
@@ -354,6 +364,7 @@ static int dispatch(struct anycclP2pConn* c, int k) {
       r->id = h->id;
       r->buf = src;
       r->size = h->total;
+      r->bounce = bounce && h->total > 0; /* a GPU region: staged through bounce buffers */
       p2pReqLink(c, r);
       p2pOutPush(c, r);
       return 0;
@@ -384,6 +395,23 @@ static int dispatch(struct anycclP2pConn* c, int k) {
   }
 }
 
+void p2pWriteLanded(struct anycclP2pConn* c, struct p2pInWrite* w) {
+  struct p2pInWrite** pp = &c->inWrites;
+  while (*pp && *pp != w) pp = &(*pp)->next;
+  if (*pp) *pp = w->next;
+  if (!w->bad && w->notify) {
+    if (c->nnotes == c->capNotes) {
+      int cap = c->capNotes ? 2 * c->capNotes : 16;
+      uint64_t* n = realloc(c->notes, (size_t)cap * sizeof(*n));
+      if (n) c->notes = n, c->capNotes = cap;
+    }
+    if (c->nnotes < c->capNotes) c->notes[c->nnotes++] = w->notify;
+    pthread_cond_broadcast(&c->cv);
+  }
+  pushControl(c, w->chan, P2P_OP_ACK, w->bad, w->id, w->total);
+  free(w);
+}
+
 /* The payload of the current chunk is in (lock held). */
 static void chunkArrived(struct anycclP2pConn* c, int k) {
   struct p2pChannel* ch = &c->ch[k];
@@ -403,22 +431,18 @@ static void chunkArrived(struct anycclP2pConn* c, int k) {
     }
     recvChunkArrived(c, r, h->len);
   } else if (h->op == P2P_OP_WRITE) {
-    struct p2pInWrite** pp = &c->inWrites;
-    while (*pp && (*pp)->id != h->id) pp = &(*pp)->next;
-    struct p2pInWrite* w = *pp;
-    if (w && (w->got += h->len) >= w->total) {
-      *pp = w->next;
-      if (!w->bad && w->notify) {
-        if (c->nnotes == c->capNotes) {
-          int cap = c->capNotes ? 2 * c->capNotes : 16;
-          uint64_t* n = realloc(c->notes, (size_t)cap * sizeof(*n));
-          if (n) c->notes = n, c->capNotes = cap;
-        }
-        if (c->nnotes < c->capNotes) c->notes[c->nnotes++] = w->notify;
-        pthread_cond_broadcast(&c->cv);
+    struct p2pInWrite* w = c->inWrites;
+    while (w && w->id != h->id) w = w->next;
+    if (w) {
+      if (ch->rbidx >= 0) { /* a GPU region: on from the bounce buffer (freed after the copy) */
+        int b = ch->rbidx;
+        ch->rbidx = -1;
+        if (p2pBounceUnpackWrite(c, w, ch->rfinal, ch->rdst, h->len, b) != 0) w->bad = 1;
       }
-      pushControl(c, k, P2P_OP_ACK, w->bad, w->id, w->total);
-      free(w);
+      w->got += h->len;
+      w->chan = k;
+      /* in place once its copies completed too (p2pBounceReap) */
+      if (w->got >= w->total && w->copiesLeft == 0) p2pWriteLanded(c, w);
     }
   }
   if (ch->rbidx >= 0) { /* its request completed meanwhile: the bytes were dropped */

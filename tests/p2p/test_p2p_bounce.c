@@ -6,9 +6,13 @@
  *          device->host and host->device, nothing written past the message
  *   tags   receives posted in reverse tag order and waited out of order;
  *          one tag's messages sent before their receives (early chunks)
+ *   region one-sided writes into and reads from a region in device memory,
+ *          from and into device and host buffers: the bytes are in the region
+ *          when the write completes and when its notification arrives,
+ *          nothing outside the range changes
  *   dead   a peer killed while a 64 MB receive into device memory has bounce
  *          buffers in use: ncclRemoteError within 3 s, and nothing lands in
- *          the buffer after that; a device region refused by anycclP2pRegMr */
+ *          the buffer after that */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
@@ -156,14 +160,61 @@ static void caseTags(void) {
       EXPECT(memcmp(back, hs + (size_t)i * SZ, SZ) == 0);
     }
   }
-  /* a region in device memory: refused (one-sided needs host regions) */
-  anycclP2pMr_t mr;
-  EXPECT(anycclP2pRegMr(p.a, dr, SZ, &mr) == ncclInvalidUsage);
   pairClose(&p);
   CU(cudaFree(ds));
   CU(cudaFree(dr));
   free(hs);
   free(back);
+}
+
+static void caseRegion(void) {
+  struct pair p;
+  pairOpen(&p, 3, 4096, 2);
+  enum { REG = 9 * 4096 + 10, OFF = 1000, N = 7 * 4096 + 5 };
+  char *hs = malloc(REG), *back = malloc(REG), *zero = calloc(1, REG);
+  char *region, *ds, *dd;
+  CU(cudaMalloc((void**)&region, REG));
+  CU(cudaMalloc((void**)&ds, REG));
+  CU(cudaMalloc((void**)&dd, REG));
+  CU(cudaMemset(region, 0, REG));
+  fill(hs, REG, 5);
+  CU(cudaMemcpy(ds, hs, REG, cudaMemcpyHostToDevice));
+  anycclP2pMr_t mr;
+  anycclP2pMrDesc_t d;
+  CK(anycclP2pRegMr(p.a, region, REG, &mr));
+  CK(anycclP2pMrGetDesc(mr, &d));
+  /* device source -> device region: in place when the write completes, then the notification */
+  CK(anycclP2pWrite(p.cb, ds, N, &d, OFF, 0x77));
+  readBack(back, region, REG);
+  EXPECT(memcmp(back + OFF, hs, N) == 0);
+  EXPECT(memcmp(back, zero, OFF) == 0 && memcmp(back + OFF + N, zero, REG - OFF - N) == 0);
+  uint64_t v = 0;
+  int got = 0;
+  for (double t0 = now(); !got && now() - t0 < 5;) CK(anycclP2pNotifyPoll(p.ca, &v, &got));
+  EXPECT(got && v == 0x77);
+  /* host source -> device region, several in flight */
+  anycclP2pRequest_t w[4];
+  for (int i = 0; i < 4; i++) CK(anycclP2pIwrite(p.cb, hs + i * 9000, 9000, &d, i * 9000, 0, &w[i]));
+  for (int i = 0; i < 4; i++) CK(anycclP2pWait(w[i], NULL));
+  readBack(back, region, REG);
+  EXPECT(memcmp(back, hs, 36000) == 0);
+  /* device region -> device and host destinations */
+  CU(cudaMemset(dd, 0x5a, REG));
+  CK(anycclP2pRead(p.cb, dd, 30000, &d, 100));
+  readBack(back, dd, REG);
+  EXPECT(memcmp(back, hs + 100, 30000) == 0);
+  for (int i = 30000; i < REG; i++) EXPECT(back[i] == 0x5a);
+  memset(back, 0, REG);
+  CK(anycclP2pRead(p.cb, back, 20000, &d, 0));
+  EXPECT(memcmp(back, hs, 20000) == 0);
+  CK(anycclP2pDeregMr(mr));
+  pairClose(&p);
+  CU(cudaFree(region));
+  CU(cudaFree(ds));
+  CU(cudaFree(dd));
+  free(hs);
+  free(back);
+  free(zero);
 }
 
 static void caseDead(void) {
@@ -238,7 +289,7 @@ static void caseDead(void) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_p2p_bounce sizes|tags|dead\n");
+    fprintf(stderr, "usage: test_p2p_bounce sizes|tags|region|dead\n");
     return 1;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -246,6 +297,7 @@ int main(int argc, char** argv) {
   const char* c = argv[1];
   if (!strcmp(c, "sizes")) caseSizes();
   else if (!strcmp(c, "tags")) caseTags();
+  else if (!strcmp(c, "region")) caseRegion();
   else if (!strcmp(c, "dead")) caseDead();
   else return 1;
   printf("PASS: %s\n", c);
