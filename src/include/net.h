@@ -89,6 +89,8 @@ extern const anycclNet_t anycclNetP2p; /* over the P2P engine (net_p2p.c) */
 /* NCCL_NET_PLUGIN's table (net_plugin.c), NULL when none is set or it
  * failed to load (WARNed once). */
 const anycclNet_t* anycclNetPlugin(void);
+/* "NET/<table>/0": the network transport's name in the logs (the table below). */
+const char* anycclNetVia(void);
 /* The plugin's table if one is loaded, else the one ANYCCL_NET_ENGINE names
  * (socket by default). */
 const anycclNet_t* anycclNetDefault(void);

@@ -53,7 +53,9 @@ static ncclResult_t endpoint(int dev, anycclP2pEndpoint_t* ep) {
   } else if (anycclParamInt(PARAM_P2P_CHANNELS) == 0) {
     cfg.channels = 4;
   }
-  return anycclP2pEndpointCreate(-1, &cfg, ep);
+  NCCLCHECK(anycclP2pEndpointCreate(-1, &cfg, ep));
+  (*ep)->bounce = 0; /* FIFOs in host memory (pinned on the cuda backend), user memory only on the cpu backend */
+  return ncclSuccess;
 }
 
 static ncclResult_t pListen(int dev, void* handle, void** out, volatile uint32_t* abortFlag) {
