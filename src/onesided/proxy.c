@@ -426,10 +426,10 @@ static ncclResult_t allocShared(struct anycclProxyService* s) {
     }
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->shared, (void**)&s->sharedDev, sizeof(*s->shared)));
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->trig, (void**)&s->trigDev, trigBytes));
-    CUDACHECK(anycclRt.malloc((void**)&s->head, 2 * sizeof(uint64_t))); /* head, cached tail */
+    CUDACHECK(anycclRt.malloc((void**)&s->head, 4 * sizeof(uint64_t))); /* head, cached tail, cached done */
     void* unusedDev;
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->sigVals, &unusedDev, CUDA_INFLIGHT * sizeof(uint64_t)));
-    uint64_t zero[2] = {0, 0};
+    uint64_t zero[4] = {0, 0, 0, 0};
     CUDACHECK(anycclRt.memcpy(s->head, zero, sizeof(zero)));
     CUDACHECK(anycclRt.streamCreateNonBlocking((cudaStream_t*)&s->stream));
   } else {
@@ -440,7 +440,7 @@ static ncclResult_t allocShared(struct anycclProxyService* s) {
     }
     memset(s->shared, 0, sizeof(*s->shared));
     memset(s->trig, 0, trigBytes);
-    *s->head = 0;
+    memset(s->head, 0, 64);
     s->sharedDev = s->shared;
     s->trigDev = s->trig;
   }
