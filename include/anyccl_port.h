@@ -350,7 +350,12 @@ ANYCCL_PORT_DEV int anycclPortIdle(const struct anycclPortFifo* f) {
   uint64_t h = *(volatile uint64_t*)f->head, cached;
   /* head[2]: the last done a producer read (device memory: no host read
    * while only direct calls run) */
+#if __CUDA_ARCH__ >= 700
   asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(cached) : "l"(f->head + 2) : "memory");
+#else
+  cached = *(volatile uint64_t*)(f->head + 2);
+  __threadfence();
+#endif
   if ((int64_t)(cached - h) >= 0) return 1;
   uint64_t d = anycclPortLoad(&f->shared->done);
   anycclPortAcquire(); /* the proxy's copies and stores before done, then ours (and the cache's readers') */
