@@ -206,9 +206,10 @@ ANYCCL_PORT_DEV uint64_t anycclPortLoad(const volatile uint64_t* p) {
 }
 #endif
 
-/* GPUs: an acquire fence at system scope: after a poll saw a signal (a
- * peer GPU's release add, or a proxy thread's store made once the copies
- * before it completed), the reads that follow see what the signal covers. */
+/* GPUs: a fence at system scope (acquire and release). After a poll saw a
+ * signal (a peer GPU's release add, or a proxy thread's store made once the
+ * copies before it completed), the reads that follow see what the signal
+ * covers; before a direct flush returns, this thread's stores are performed. */
 ANYCCL_PORT_DEV void anycclPortAcquire(void) {
 #if defined(__CUDA_ARCH__)
 #if __CUDA_ARCH__ >= 700
@@ -425,7 +426,11 @@ ANYCCL_PORT_DEV int anycclPortTryDirect(const struct anycclPortChannel* ch, uint
   if (!anycclPortIdle(&ch->fifo)) return 0;
   if (type & ANYCCL_TRIG_PUT) anycclPortCopyThread(ch->dst + dstOff, ch->src + srcOff, bytes);
   if (type & ANYCCL_TRIG_SIGNAL) anycclPortSignalPeer(&ch->sem);
-  *r = (type & ANYCCL_TRIG_FLUSH) ? anycclPortTriggerError(ch->fifo.shared) : ncclSuccess;
+  *r = ncclSuccess;
+  if (type & ANYCCL_TRIG_FLUSH) { /* the direct stores are complete (GPUs: performed at system scope) */
+    anycclPortAcquire();
+    *r = anycclPortTriggerError(ch->fifo.shared);
+  }
   return 1;
 }
 
