@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "bootstrap.h"
 #include "checks.h"
+#include "cuda_exec.h"
 #include "param.h"
 #include "port.h"
 #include "rt.h"
@@ -421,6 +422,11 @@ static void directPath(struct anycclProxyService* s, anycclSemaphoreId sem, anyc
   ch->directMax = 0;
   if (d->ptr == NULL || d->kind == MEM_NET || conn->kind == CONN_NET || ch->sem.outbound == NULL) return;
   if (s->cuda && conn->peerHost == NULL) return;
+  /* GPUs: the calling thread loads and stores them: device memory only (the
+   * proxy's copies also take pageable host memory; IPC maps device memory) */
+  if (s->cuda && (acuPointerIsDevice == NULL || !acuPointerIsDevice(ch->src, NULL) ||
+                  (d->ipcBase == NULL && !acuPointerIsDevice(d->ptr, NULL))))
+    return;
   int64_t max = anycclParamInt(PARAM_PORT_DIRECT_MAX);
   if (max < 0) max = s->cuda ? 4096 : 65536;
   ch->dst = d->ptr;
