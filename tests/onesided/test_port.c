@@ -1,6 +1,6 @@
 /* One-sided layer tests: test_port MODE CASE (MODE: threads, procs, hosts).
  * Every run has a hard alarm() bound. Cases: order, fifo, sems, mems, bad,
- * dead, memchan, host, custom, encode, two, direct. */
+ * dead, memchan, host, custom, encode, two, direct, mixed. */
 #define _GNU_SOURCE
 #include <sys/wait.h>
 #include "port_harness.h"
@@ -539,10 +539,63 @@ static int caseDirect(struct ctx* c) {
   return pairTeardown(c, &p);
 }
 
+/* Many producers on one service, direct and proxied puts at once: 8
+ * threads x 300 puts to their own words, the even ones of 200 bytes (the
+ * proxy), the odd ones of 8 (directMax 64: direct whenever the service is
+ * idle, which pauses between calls make frequent), through a FIFO of 64,
+ * then a put of 256 KB and a signal, which must wait for it; every byte
+ * checked. */
+struct mixArg { struct anycclPortChannel ch; int t; ncclResult_t r; };
+enum { MIX_SLOT = 256, MIX_LAST = 256 << 10 };
+static void* mixProducer(void* p) {
+  struct mixArg* a = p;
+  for (int k = 0; k < PER && a->r == ncclSuccess; k++) {
+    uint64_t off = ((uint64_t)a->t * PER + k) * MIX_SLOT;
+    a->r = anycclPortPut(&a->ch, off, off, a->t % 2 ? 8 : 200);
+    if (k % 4 == 0) usleep(10);
+  }
+  return NULL;
+}
+static int caseMixed(struct ctx* c) {
+  struct pair p;
+  const size_t slots = (size_t)PRODUCERS * PER * MIX_SLOT, bytes = slots + MIX_LAST;
+  if (pairSetup(c, &p, bytes, 64, 1)) return 1;
+  p.ch.directMax = 64;
+  if (c->rank == 0) {
+    for (size_t i = 0; i < bytes; i++) p.buf[i] = (char)pattern(i, 11);
+    struct mixArg a[PRODUCERS];
+    pthread_t t[PRODUCERS];
+    for (int i = 0; i < PRODUCERS; i++) {
+      a[i] = (struct mixArg){p.ch, i, ncclSuccess};
+      pthread_create(&t[i], NULL, mixProducer, &a[i]);
+    }
+    for (int i = 0; i < PRODUCERS; i++) {
+      pthread_join(t[i], NULL);
+      OK(a[i].r);
+    }
+    OK(anycclPortPut(&p.ch, slots, slots, MIX_LAST));
+    OK(anycclPortSignal(&p.ch));
+    uint64_t h = __atomic_load_n(p.ch.fifo.head, __ATOMIC_ACQUIRE);
+    EXPECT(h >= PRODUCERS * PER / 2, "%llu triggers for %d big puts", (unsigned long long)h, PRODUCERS * PER / 2);
+    fprintf(stderr, "mixed: %llu of %d calls through the FIFO\n", (unsigned long long)h, PRODUCERS * PER + 2);
+  } else {
+    OK(anycclPortWait(&p.ch));
+    for (size_t i = slots; i < bytes; i++)
+      EXPECT(p.buf[i] == (char)pattern(i, 11), "byte %zu of the last put: the signal overtook it", i - slots);
+    for (int t = 0; t < PRODUCERS; t++)
+      for (int k = 0; k < PER; k++) {
+        size_t off = ((size_t)t * PER + k) * MIX_SLOT, n = t % 2 ? 8 : 200;
+        for (size_t i = 0; i < MIX_SLOT; i++)
+          EXPECT(p.buf[off + i] == (i < n ? (char)pattern(off + i, 11) : 0), "producer %d put %d byte %zu", t, k, i);
+      }
+  }
+  return pairTeardown(c, &p);
+}
+
 static const struct { const char* name; caseFn fn; } kCases[] = {
   {"order", caseOrder}, {"fifo", caseFifo}, {"sems", caseSems}, {"mems", caseMems}, {"bad", caseBad},
   {"dead", caseDead}, {"memchan", caseMemchan}, {"host", caseHost}, {"custom", caseCustom}, {"encode", caseEncode}, {"two", caseTwo},
-  {"direct", caseDirect},
+  {"direct", caseDirect}, {"mixed", caseMixed},
 };
 
 static caseFn findCase(const char* name) {
