@@ -232,7 +232,8 @@ static ncclResult_t pTest(void* request, int* done, size_t* sizes) { return pTes
 
 const anycclNet_t anycclNetP2p = {"P2P",    pInit,   pDevices, pGetProperties, pListen,  pConnect,
                                   pAccept,  pRegMr,  pDeregMr, pIsend,         pIrecv,   pTest,
-                                  pClose,   pClose,  pCloseListen, pSetNotify, pTestTag, NULL /* pollFds */, pSetPick};
+                                  pClose,   pClose,  pCloseListen, pSetNotify, pTestTag, NULL /* pollFds */, pSetPick,
+                                  NULL,     NULL /* connect and accept block */};
 
 /* Unset: the P2P engine on the cpu backend (fewer threads and wake-ups per
  * byte than the socket table's helpers: docs/p2p.md, Numbers), the socket
