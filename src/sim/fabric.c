@@ -255,7 +255,8 @@ static ncclResult_t fabricRead(const char* path, FILE* in, int openFiles, int nr
   snprintf(f->device, sizeof(f->device), "h200");
   snprintf(f->name, sizeof(f->name), "%s", path ? path : "default");
   simCalibDefaults(&f->calib);
-  if (shape && shape->calibText) { /* a built-in calibration (the device kind's) */
+  const char* envCalib = getenv("ANYCCL_SIM_CALIB");
+  if (shape && shape->calibText && !(envCalib && envCalib[0])) { /* the device kind's built-in calibration */
     snprintf(f->device, sizeof(f->device), "%s", shape->calibName);
     FILE* c = fmemopen((void*)shape->calibText, strlen(shape->calibText), "r");
     ncclResult_t res = c ? simCalibRead(shape->calibName, c, &f->calib, err, len) : ncclSystemError;
