@@ -3,7 +3,8 @@
  *   test_simest sim N          the sim backend, one thread driving N ranks
  *                              (every rank in the group: the plans of all)
  *   test_simest threads N      the current backend (cpu), a thread per rank
- *   test_simest procs N        the same, a process per rank
+ *   test_simest procs N        the same, a process per rank (a host each
+ *                              with TEST_SIMEST_HOSTS set)
  *   test_simest check REF OUT  OUT's estimates equal REF's within 1e-3 and
  *                              grow with size
  *
@@ -249,6 +250,11 @@ static int modeProcs(int n) {
     if (pid[r] < 0) die("fork");
     if (pid[r] > 0) continue;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getenv("TEST_SIMEST_HOSTS")) { /* a host per rank: the ranks talk over sockets */
+      char h[32];
+      snprintf(h, sizeof(h), "simesthost%d", r);
+      setenv("NCCL_HOSTID", h, 1);
+    }
     struct rank k = {.r = r, .n = n};
     ncclUniqueId id;
     if (r == 0) {
