@@ -205,6 +205,41 @@ static ncclResult_t padPlan(struct anycclPlan** pp, struct ncclComm* comm, const
   return ncclSuccess;
 }
 
+/* Rank r's communicator as the planner and the model see it: c's settings
+ * (fixed since init: read while c's own threads run), rank r, the sim's
+ * connections; ring positions are the caller's. */
+static void shadowOf(const struct ncclComm* c, int r, struct anycclSimWorld* w, struct ncclComm* s) {
+  s->rank = r;
+  s->nRanks = c->nRanks;
+  s->cudaDev = c->cudaDev;
+  s->exec = c->exec;
+  s->peerInfo = c->peerInfo;
+  s->localRanks = c->localRanks;
+  s->nHosts = c->nHosts;
+  s->nChannels = c->nChannels;
+  s->ringOrder = c->ringOrder;
+  s->nslots = c->nslots;
+  s->slotBytes = c->slotBytes;
+  s->scratch = c->scratch;
+  s->peerThreshold = c->peerThreshold;
+  s->opTimeoutSec = c->opTimeoutSec;
+  s->directThreshold = c->directThreshold;
+  s->meshAgMax = c->meshAgMax;
+  s->forceAlgo = c->forceAlgo;
+  s->cuda = c->cuda;
+  s->sliceBytes = c->sliceBytes;
+  s->minChannelBytes = c->minChannelBytes;
+  s->channelBytes = c->channelBytes;
+  s->chainBytes = c->chainBytes;
+  s->chainBytesPast64 = c->chainBytesPast64;
+  s->baseChannels = c->baseChannels;
+  s->llThreshold = c->llThreshold;
+  s->p2pChannels = c->p2pChannels < 1 ? 1 : c->p2pChannels; /* the cpu backend: one connection per pair */
+  s->p2pSend = w->p2pConns;
+  s->p2pRecv = w->p2pConns + c->nRanks;
+  s->sim = w;
+}
+
 static ncclResult_t estimateRank(struct ncclComm* c, double* worst) {
   int n = c->nRanks, me = c->rank, nch = c->nChannels;
   struct anycclSimWorld* w = calloc(1, sizeof(*w));
@@ -231,17 +266,7 @@ static ncclResult_t estimateRank(struct ncclComm* c, double* worst) {
     res = ncclSystemError;
     goto out;
   }
-  for (int r = 0; r < n; r++) {
-    memcpy(&sh[r], c, sizeof(*c));
-    sh[r].rank = r;
-    sh[r].ringProgs = NULL; /* the ring programs depend on the rank: each copy builds its own */
-    sh[r].p2pSend = w->p2pConns;
-    sh[r].p2pRecv = w->p2pConns + n;
-    sh[r].sim = w;
-    sh[r].taskHead = sh[r].taskTail = NULL;
-    sh[r].groupNext = NULL;
-    if (sh[r].p2pChannels < 1) sh[r].p2pChannels = 1; /* the cpu backend: one connection per pair */
-  }
+  for (int r = 0; r < n; r++) shadowOf(c, r, w, &sh[r]);
   for (int ch = 0; ch < nch; ch++)
     for (int i = 0; i < n; i++) sh[c->ringOrder[ch * n + i]].ringPos[ch] = i;
   for (int r = 0; r < n && res == ncclSuccess; r++) {
