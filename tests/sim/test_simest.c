@@ -8,7 +8,10 @@
  *   test_simest check REF OUT  OUT's estimates equal REF's within 1e-3 and
  *                              grow with size
  *
- * The run modes print one line per rank and case: "rank coll bytes us".
+ * The run modes print one line per rank and case: "rank coll bytes us"
+ * (with TEST_SIMEST_MEASURE=iters, threads and procs also time that many
+ * real runs of the case: a fifth column, us per run; on a GPU host, built
+ * against the cuda backend's libnccl and the CUDA runtime).
  * On the cpu backend every rank also checks that the simulate moved no data
  * (its output buffer, poisoned, is left as it was after the stream
  * synchronised) and that the communicator works afterwards (a real
@@ -27,9 +30,11 @@
 #include "nccl.h"
 
 #define MAX_RANKS 8
-#define MAX_BYTES (4 << 20)
-static const size_t sizes[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20}; /* bytes per rank */
-#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+static const size_t sizes0[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20}; /* bytes per rank */
+static const size_t bigSizes[] = {64 << 10, 1 << 20, 16 << 20, 64 << 20}; /* TEST_SIMEST_BIG (GPU hosts) */
+#define NSIZES (sizeof(sizes0) / sizeof(sizes0[0]))
+static const size_t* sizes = sizes0;
+#define MAX_BYTES sizes[NSIZES - 1]
 enum { C_ALLREDUCE, C_ALLGATHER, C_BROADCAST, C_SENDRECV, C_COUNT };
 static const char* names[C_COUNT] = {"all_reduce", "all_gather", "broadcast", "sendrecv"};
 #define POISON 0xa5
@@ -186,6 +191,7 @@ static void checkGroupRules(struct rank* k) {
 static void rankRun(struct rank* k) {
   const char* be = getenv("ANYCCL_BACKEND");
   int data = be == NULL || strcmp(be, "sim") != 0;
+  int measure = getenv("TEST_SIMEST_MEASURE") ? atoi(getenv("TEST_SIMEST_MEASURE")) : 0;
   for (int c = 0; c < C_COUNT; c++)
     for (size_t s = 0; s < NSIZES; s++) {
       size_t bytes = sizes[s];
@@ -196,8 +202,25 @@ static void rankRun(struct rank* k) {
       NCCLOK(ncclGroupStart());
       call(k, c, bytes);
       NCCLOK(ncclGroupSimulateEnd(&info));
-      say(k, "%d %s %zu %.6f\n", k->r, names[c], bytes, info.estimatedTime);
       if (data) checkPoison(k, c, bytes);
+      if (measure > 0) { /* and the real time, for comparison (GPU hosts) */
+        cudaEvent_t a, b;
+        cudaEventCreate(&a), cudaEventCreate(&b);
+        for (int i = -3; i < measure; i++) {
+          if (i == 0) cudaEventRecord(a, k->stream);
+          NCCLOK(ncclGroupStart());
+          call(k, c, bytes);
+          NCCLOK(ncclGroupEnd());
+        }
+        cudaEventRecord(b, k->stream);
+        cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        cudaEventDestroy(a), cudaEventDestroy(b);
+        say(k, "%d %s %zu %.6f %.3f\n", k->r, names[c], bytes, info.estimatedTime, ms * 1e3 / measure);
+      } else {
+        say(k, "%d %s %zu %.6f\n", k->r, names[c], bytes, info.estimatedTime);
+      }
     }
   if (data) checkGroupRules(k);
   if (data) checkWorks(k);
@@ -362,6 +385,7 @@ static int check(const char* refPath, const char* outPath) {
 
 int main(int argc, char** argv) {
   if (argc == 4 && strcmp(argv[1], "check") == 0) return check(argv[2], argv[3]) ? 1 : 0;
+  if (getenv("TEST_SIMEST_BIG")) sizes = bigSizes;
   if (argc != 3) die("usage: test_simest sim|threads|procs N | check REF OUT");
   int n = atoi(argv[2]);
   if (n < 2 || n > MAX_RANKS) die("N must be 2..%d", MAX_RANKS);
