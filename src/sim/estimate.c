@@ -90,24 +90,38 @@ static ncclResult_t estimateWorld(struct ncclComm* c, struct ncclComm* comms, do
 }
 
 /* ---- one rank: the others' plans built from copies of its communicator ---- */
-static int cmpU64(const void* a, const void* b) {
-  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
-  return x < y ? -1 : x > y;
+static int cmpU64x2(const void* a, const void* b) {
+  const uint64_t *x = a, *y = b;
+  if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+  return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
-/* The most ranks any host of c has. */
-static int mostPerHost(const struct ncclComm* c) {
-  int n = c->nRanks, most = 1;
-  uint64_t* h = malloc(sizeof(uint64_t) * n);
-  if (h == NULL) return c->localRanks;
-  for (int r = 0; r < n; r++) h[r] = c->peerInfo[r].hostHash;
-  qsort(h, n, sizeof(*h), cmpU64);
-  for (int r = 0, run = 0; r < n; r++) {
-    run = r > 0 && h[r] == h[r - 1] ? run + 1 : 1;
-    if (run > most) most = run;
+/* Where c's ranks run: hosts numbered in the order of their first rank,
+ * ranks within a host in rank order: gpu[r] = host * *most + index, *most
+ * the most ranks one host has. O(n log n). */
+static ncclResult_t placeRanks(const struct ncclComm* c, int* gpu, int* most) {
+  int n = c->nRanks, nh = 0;
+  uint64_t* key = malloc(sizeof(uint64_t) * 2 * n); /* (host hash, rank), sorted */
+  uint64_t* run = malloc(sizeof(uint64_t) * 2 * n); /* per host: (its first rank, where its ranks start in key) */
+  if (key == NULL || run == NULL) {
+    free(key), free(run);
+    return ncclSystemError;
   }
-  free(h);
-  return most;
+  for (int r = 0; r < n; r++) key[2 * r] = c->peerInfo[r].hostHash, key[2 * r + 1] = (uint64_t)r;
+  qsort(key, n, 2 * sizeof(uint64_t), cmpU64x2);
+  *most = 1;
+  for (int i = 0; i < n; i++) {
+    if (i == 0 || key[2 * i] != key[2 * i - 2]) run[2 * nh] = key[2 * i + 1], run[2 * nh + 1] = (uint64_t)i, nh++;
+    int k = i - (int)run[2 * nh - 1] + 1;
+    if (k > *most) *most = k;
+  }
+  qsort(run, nh, 2 * sizeof(uint64_t), cmpU64x2);
+  for (int h = 0; h < nh; h++) {
+    int s = (int)run[2 * h + 1];
+    for (int i = s; i < n && key[2 * i] == key[2 * s]; i++) gpu[key[2 * i + 1]] = h * *most + (i - s);
+  }
+  free(key), free(run);
+  return ncclSuccess;
 }
 
 /* 1 if c's GPU is an H100 (the driver's /proc entry names the model). */
@@ -123,21 +137,32 @@ static int isH100(const struct ncclComm* c) {
   return h100;
 }
 
-static ncclResult_t rankFabric(const struct ncclComm* c, struct simFabric* f) {
+/* The fabric c's ranks are placed on (gpu[r]: rank r's GPU there). */
+static ncclResult_t rankFabric(const struct ncclComm* c, struct simFabric* f, int* gpu) {
   char err[1024];
-  ncclResult_t res;
+  int most = 1;
+  ncclResult_t res = placeRanks(c, gpu, &most);
+  if (res != ncclSuccess) return res;
   const char* path = getenv("ANYCCL_SIM_FABRIC");
   if (path && path[0]) {
     res = simFabricLoad(path, c->nRanks, f, err, sizeof(err));
   } else {
-    int most = mostPerHost(c);
     struct simShape shape = {c->nHosts > 1 || most > 8 ? most : 8, "cpu", simCalib_cpu};
     if (c->cuda) shape.calibName = isH100(c) ? "h100" : "h200";
     if (c->cuda) shape.calibText = isH100(c) ? simCalib_h100 : simCalib_h200;
     res = simFabricShape(c->nRanks, &shape, f, err, sizeof(err));
   }
-  if (res != ncclSuccess) WARN("ncclGroupSimulateEnd: %s", err);
-  return res;
+  if (res != ncclSuccess) {
+    WARN("ncclGroupSimulateEnd: %s", err);
+    return res;
+  }
+  /* hosts of `most` GPUs as the ranks run; a fabric file with smaller or
+   * fewer hosts takes rank r as its GPU r */
+  int fits = f->gpusPerHost >= most;
+  for (int r = 0; r < c->nRanks && fits; r++)
+    fits = gpu[r] / most < f->hosts;
+  for (int r = 0; r < c->nRanks; r++) gpu[r] = fits ? gpu[r] / most * f->gpusPerHost + gpu[r] % most : r;
+  return ncclSuccess;
 }
 
 /* Rank r's tasks, from this rank's: collectives alike (in-place stays in
@@ -244,12 +269,14 @@ static ncclResult_t estimateRank(struct ncclComm* c, double* worst) {
   int n = c->nRanks, me = c->rank, nch = c->nChannels;
   struct anycclSimWorld* w = calloc(1, sizeof(*w));
   if (w == NULL) return ncclSystemError;
-  ncclResult_t res = c->sim ? ncclSuccess : rankFabric(c, &w->fabric);
+  int* gpu = c->sim ? NULL : malloc(sizeof(int) * n);
+  ncclResult_t res = c->sim ? ncclSuccess : gpu ? rankFabric(c, &w->fabric, gpu) : ncclSystemError;
   if (res != ncclSuccess) {
-    free(w);
+    free(gpu), free(w);
     return res;
   }
   if (c->sim) w->fabric = c->sim->fabric; /* its world's, not copied */
+  else w->fabric.gpuOf = gpu;
   w->n = n;
   w->noSymm = !c->cuda && !c->sim;
   w->ringOrder = c->ringOrder;
@@ -288,7 +315,7 @@ out:
   free(plans), free(start), free(sh);
   free(w->linkBytes), free(w->linkBusy);
   if (w->p2pConns) munmap(w->p2pConns, connBytes);
-  if (!c->sim) simFabricFree(&w->fabric);
+  if (!c->sim) simFabricFree(&w->fabric), free(gpu);
   free(w);
   return res;
 }

@@ -475,6 +475,7 @@ void simFabricFree(struct simFabric* f) {
 
 int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat) {
   int n = 0;
+  if (f->gpuOf) src = f->gpuOf[src], dst = f->gpuOf[dst];
   if (src == dst) {
     *lat = 0;
     return 0;

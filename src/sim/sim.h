@@ -58,6 +58,7 @@ struct simFabric {
   int nGpus, nNics, nLeaves, nLinks;
   double* linkBps;        /* capacity in bytes/s, per link id */
   double* linkLat;        /* seconds */
+  const int* gpuOf;       /* ranks -> GPUs for simRoute (not owned); NULL: rank r is GPU r */
 };
 /* Parse a fabric file (path NULL: the default, 8 GPUs per host, enough hosts
  * for nranks); *err gets "file:line: field: what" on failure. */
@@ -83,7 +84,7 @@ ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks
 ncclResult_t simCalibRead(const char* path, FILE* in, struct simCalib* c, char* err, size_t errLen);
 void simCalibDefaults(struct simCalib* c);
 void simFabricFree(struct simFabric* f);
-/* The route of src -> dst (GPU indices): link ids in *links (at most 8);
+/* The route of src -> dst (GPU indices, or ranks mapped by gpuOf): link ids in *links (at most 8);
  * returns their count and the route's latency in *lat. */
 int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat);
 void simLinkName(const struct simFabric* f, int id, char* buf, size_t len);

@@ -3,8 +3,8 @@
  *   test_simest sim N          the sim backend, one thread driving N ranks
  *                              (every rank in the group: the plans of all)
  *   test_simest threads N      the current backend (cpu), a thread per rank
- *   test_simest procs N        the same, a process per rank (a host each
- *                              with TEST_SIMEST_HOSTS set)
+ *   test_simest procs N        the same, a process per rank (on the hosts
+ *                              TEST_SIMEST_HOSTS lists: "0,1,0,1")
  *   test_simest check REF OUT  OUT's estimates equal REF's within 1e-3 and
  *                              grow with size
  *
@@ -273,9 +273,12 @@ static int modeProcs(int n) {
     if (pid[r] < 0) die("fork");
     if (pid[r] > 0) continue;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getenv("TEST_SIMEST_HOSTS")) { /* a host per rank: the ranks talk over sockets */
+    const char* hosts = getenv("TEST_SIMEST_HOSTS"); /* "h0,h1,...": rank r's host (sockets between hosts) */
+    if (hosts) {
+      const char* p = hosts;
+      for (int q = 0; q < r && p; q++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
       char h[32];
-      snprintf(h, sizeof(h), "simesthost%d", r);
+      snprintf(h, sizeof(h), "simesthost%d", p ? atoi(p) : r);
       setenv("NCCL_HOSTID", h, 1);
     }
     struct rank k = {.r = r, .n = n};
@@ -353,8 +356,8 @@ static int readLines(const char* path, struct line* l, int max) {
 static int check(const char* refPath, const char* outPath) {
   static struct line ref[1024], out[1024];
   int nr = readLines(refPath, ref, 1024), no = readLines(outPath, out, 1024), bad = 0;
-  if (nr != C_COUNT * (int)NSIZES || no < nr) {
-    fprintf(stderr, "FAIL: %d reference lines (want %d), %d to check\n", nr, C_COUNT * (int)NSIZES, no);
+  if (nr < (int)NSIZES || no < nr) {
+    fprintf(stderr, "FAIL: %d reference lines (want %d or more), %d to check\n", nr, (int)NSIZES, no);
     return 1;
   }
   for (int i = 0; i < no; i++) {
