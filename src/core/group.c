@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <stddef.h>
 #include <string.h>
 #include "checks.h"
 #include "param.h"
@@ -41,12 +42,6 @@ struct groupJob {
 static __thread struct groupJob *groupJobs, *groupJobsTail;
 
 int anycclGroupDepth(void) { return groupDepth; }
-/* ncclGroupSimulateEnd: the open group's communicators (tasks still on them), taken out of the group. */
-struct ncclComm* anycclGroupTakeComms(void) {
-  struct ncclComm* c = groupComms;
-  groupComms = NULL;
-  return c;
-}
 void anycclGroupSetError(ncclResult_t err) {
   if (groupDepth > 0 && groupError == ncclSuccess) groupError = err;
 }
@@ -401,7 +396,10 @@ static void* runInit(void* arg) {
   return NULL;
 }
 
-ncclResult_t anycclGroupEndInternal(void) {
+/* sim NULL: ncclGroupEnd; else ncclGroupSimulateEnd (NCCL's group.cc:
+ * an inner end only closes its level; the outermost one runs the group's
+ * inits and jobs, then estimates the tasks and launches none). */
+static ncclResult_t groupEnd(ncclSimInfo_t* sim) {
   if (groupDepth == 0) {
     WARN("ncclGroupEnd: not in a group; every ncclGroupEnd needs an earlier ncclGroupStart");
     return ncclInvalidUsage;
@@ -436,6 +434,18 @@ ncclResult_t anycclGroupEndInternal(void) {
   int saved = -1;
   if (comms) anycclRt.getDevice(&saved);
   int cur = saved;
+  if (sim) {
+    float us = 0;
+    if (res == ncclSuccess) res = anycclSimEstimateGroup(comms, &us);
+    for (struct ncclComm* c = comms; c; c = c->groupNext) { /* after an error: dropped, as a real end does */
+      freeTasks(c->taskHead);
+      c->taskHead = c->taskTail = NULL;
+      c->inGroupList = 0;
+    }
+    if (res == ncclSuccess && sim->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float))
+      sim->estimatedTime = us;
+    return res;
+  }
   int spread = res == ncclSuccess && launchSpread(comms, &cur, &res);
   for (struct ncclComm* c = spread ? NULL : comms; c;) {
     struct ncclComm* next = c->groupNext;
@@ -457,3 +467,6 @@ ncclResult_t anycclGroupEndInternal(void) {
   if (comms) anycclProfAdd(PROF_GROUPEND, t0);
   return res;
 }
+
+ncclResult_t anycclGroupEndInternal(void) { return groupEnd(NULL); }
+ncclResult_t anycclGroupSimulateEndInternal(ncclSimInfo_t* sim) { return groupEnd(sim); }
