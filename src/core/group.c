@@ -9,6 +9,7 @@
 #include <time.h>
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 #include "checks.h"
 #include "param.h"
 #include "comm.h"
@@ -183,9 +184,10 @@ static int p2pDepends(const struct ncclComm* comm, struct anycclTask* const* ear
 /* ---- host-time profile ---------------------------------------------------------- */
 static int profOn; /* ANYCCL_PROFILE_HOST, read once (profInitOnce) */
 static pthread_once_t profOnce = PTHREAD_ONCE_INIT;
-static uint64_t profNs[PROF_COUNT], profCalls[PROF_COUNT];
+static uint64_t profNs[PROF_COUNT], profCalls[PROF_COUNT], profMax[PROF_COUNT];
 static const char* profNames[PROF_COUNT] = {"submit (check+enqueue)", "group end (all)", "build plan", "set device",
-                                            "encode phases", "kernel launches", "stream order", "free plan+tasks"};
+                                            "encode phases", "kernel launches", "stream order", "free plan+tasks",
+                                            "ncclCommGetAsyncError"};
 
 uint64_t anycclProfNow(void) {
   if (!__atomic_load_n(&profOn, __ATOMIC_RELAXED)) return 0;
@@ -195,16 +197,21 @@ uint64_t anycclProfNow(void) {
 }
 void anycclProfAdd(int section, uint64_t since) {
   if (!__atomic_load_n(&profOn, __ATOMIC_RELAXED)) return;
-  __atomic_fetch_add(&profNs[section], anycclProfNow() - since, __ATOMIC_RELAXED);
+  const uint64_t ns = anycclProfNow() - since;
+  __atomic_fetch_add(&profNs[section], ns, __ATOMIC_RELAXED);
   __atomic_fetch_add(&profCalls[section], 1, __ATOMIC_RELAXED);
+  uint64_t m = __atomic_load_n(&profMax[section], __ATOMIC_RELAXED);
+  while (ns > m && !__atomic_compare_exchange_n(&profMax[section], &m, ns, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
 }
 static void profReport(void) {
-  fprintf(stderr, "anyccl host profile (ANYCCL_PROFILE_HOST): section, calls, mean us\n");
+  fprintf(stderr, "anyccl host profile (ANYCCL_PROFILE_HOST), pid %d: section, calls, mean us, max us\n", (int)getpid());
   for (int i = 0; i < PROF_COUNT; i++) {
     uint64_t calls = __atomic_load_n(&profCalls[i], __ATOMIC_RELAXED);
     if (calls)
-      fprintf(stderr, "  %-24s %10llu %8.3f\n", profNames[i], (unsigned long long)calls,
-              __atomic_load_n(&profNs[i], __ATOMIC_RELAXED) / 1e3 / calls);
+      fprintf(stderr, "  %-24s %10llu %8.3f %10.1f\n", profNames[i], (unsigned long long)calls,
+              __atomic_load_n(&profNs[i], __ATOMIC_RELAXED) / 1e3 / calls,
+              __atomic_load_n(&profMax[i], __ATOMIC_RELAXED) / 1e3);
   }
 }
 static void profInitOnce(void) {

@@ -171,7 +171,7 @@ struct ncclComm {
 
 /* Host-time profile of launches (ANYCCL_PROFILE_HOST=1; group.c). A
  * section's nanoseconds are added with anycclProfAdd(section, since). */
-enum { PROF_SUBMIT, PROF_GROUPEND, PROF_BUILD, PROF_SETDEV, PROF_ENCODE, PROF_KERNEL, PROF_ORDER, PROF_FREE, PROF_COUNT };
+enum { PROF_SUBMIT, PROF_GROUPEND, PROF_BUILD, PROF_SETDEV, PROF_ENCODE, PROF_KERNEL, PROF_ORDER, PROF_FREE, PROF_ASYNCERR, PROF_COUNT };
 uint64_t anycclProfNow(void);
 void anycclProfAdd(int section, uint64_t since);
 void anycclProfInit(void);
