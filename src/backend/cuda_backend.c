@@ -39,6 +39,7 @@
 #include "comm.h"
 #include "cuda_exec.h"
 #include "exec.h"
+#include "net.h"
 #include "param.h"
 #include "plan.h"
 #include "rt.h"
@@ -138,7 +139,7 @@ static void setNetConn(struct ncclComm* comm, struct acuConn* d, char* devBlock,
   c->peer = peer;
   c->net = send ? 2 : 1; /* 2: a send end (poisonNetSends) */
   c->fifoIndex = fifoIndex;
-  c->via = "NET/Socket/0";
+  c->via = anycclNetVia();
   ends[i] = (struct anycclNetEnd){c, send, channel};
   /* The FIFO's own head: the kernel and the proxy both use this one block. */
   setConn(d, dev, dev + offsetof(struct anycclFifoCtrl, head), comm, peer);
@@ -232,7 +233,7 @@ static ncclResult_t connTable(struct ncclComm* comm, const int* remote) {
     if (n > 1)
       INFO(NCCL_INIT | NCCL_P2P | NCCL_NET, "Channel %02d/%d : %d[%d] -> %d[%d] via %s", c, comm->nChannels, r,
            comm->cudaDev, next, comm->peerInfo[next].cudaDev,
-           remote[next] ? "NET/Socket/0" : comm->devPeerIpc[next] ? "P2P/IPC" : "P2P/direct pointer");
+           remote[next] ? anycclNetVia() : comm->devPeerIpc[next] ? "P2P/IPC" : "P2P/direct pointer");
   }
   for (int q = 0; q < n; q++) {
     comm->p2pSend[q].peer = comm->p2pRecv[q].peer = q;

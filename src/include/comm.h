@@ -173,7 +173,7 @@ struct ncclComm {
 
 /* Host-time profile of launches (ANYCCL_PROFILE_HOST=1; group.c). A
  * section's nanoseconds are added with anycclProfAdd(section, since). */
-enum { PROF_SUBMIT, PROF_GROUPEND, PROF_BUILD, PROF_SETDEV, PROF_ENCODE, PROF_KERNEL, PROF_ORDER, PROF_FREE, PROF_COUNT };
+enum { PROF_SUBMIT, PROF_GROUPEND, PROF_BUILD, PROF_SETDEV, PROF_ENCODE, PROF_KERNEL, PROF_ORDER, PROF_FREE, PROF_ASYNCERR, PROF_COUNT };
 uint64_t anycclProfNow(void);
 void anycclProfAdd(int section, uint64_t since);
 void anycclProfInit(void);
@@ -287,11 +287,13 @@ ncclResult_t anycclEnqueue(struct ncclComm* comm, const struct anycclTask* task)
 ncclResult_t anycclGroupStartInternal(void);
 ncclResult_t anycclGroupEndInternal(void);
 int anycclGroupDepth(void);
-struct ncclComm* anycclGroupTakeComms(void); /* linked by groupNext */
-/* sim backend: the modelled time (us) of the tasks on these communicators,
- * which it frees without launching; NCCL_UNDEF_FLOAT unless every rank of
- * each communicator is among them. */
-float anycclSimEstimate(struct ncclComm* comms);
+/* ncclGroupSimulateEnd: the group ends as ncclGroupEnd, but its tasks are
+ * modelled (the estimate into simInfo->estimatedTime) instead of launched. */
+ncclResult_t anycclGroupSimulateEndInternal(ncclSimInfo_t* simInfo);
+/* The modelled time (us) of the tasks on these communicators (linked by
+ * groupNext), on any backend (sim/estimate.c); frees the tasks, launches
+ * nothing. */
+ncclResult_t anycclSimEstimateGroup(struct ncclComm* comms, float* us);
 void anycclGroupSetError(ncclResult_t err);
 /* Defer an init to the end of the group (ncclCommInitRank inside a group). */
 ncclResult_t anycclGroupAddInit(struct ncclComm* comm, void* (*fn)(void*), void* arg);

@@ -93,6 +93,7 @@ struct portConn {
  * value once the operation (and all before it) completed. */
 struct portInflight { void* event; uint64_t seq; uint64_t* store; uint64_t value; };
 #define CUDA_INFLIGHT 64
+#define PORT_MAX_SIDE 7 /* side streams of a proxy (ANYCCL_PORT_CE_STREAMS - 1) */
 
 struct anycclProxyService {
   struct ncclComm* comm;
@@ -140,6 +141,14 @@ struct anycclProxyService {
   double lastPeerCheck;
   /* GPUs: copies on a stream of the proxy, completion by events */
   void* stream;
+  /* GPUs: a put of splitMin bytes or more is cut into 1 + nSide pieces,
+   * copied at once on the proxy stream and nSide side streams that fork
+   * from it and join it again (ANYCCL_PORT_CE_STREAMS) */
+  int nSide;
+  uint64_t splitMin;
+  void* side[PORT_MAX_SIDE];
+  void* joinEv[PORT_MAX_SIDE];
+  void* forkEv;
   struct portInflight inflight[CUDA_INFLIGHT];
   uint64_t infHead, infTail;
   /* Staging through pinned host bounce buffers to and from the network

@@ -33,8 +33,9 @@ ncclResult_t portNetConnect(struct anycclProxyService* s, int peer) {
   NCCLCHECK(s->net->listen(0, mine, &listenComm, &comm->abortFlag));
   ncclResult_t r = bootstrapSend(comm->bootstrap, peer, tag, mine, sizeof(mine));
   if (r == ncclSuccess) r = bootstrapRecv(comm->bootstrap, peer, tag, theirs, sizeof(theirs));
-  if (r == ncclSuccess) r = s->net->connect(0, theirs, &c->sendComm, &comm->abortFlag);
-  if (r == ncclSuccess) r = s->net->accept(listenComm, &c->recvComm);
+  if (r == ncclSuccess)
+    r = anycclNetConnectAll(s->net, 1, (char(*)[ANYCCL_NET_HANDLE_MAXSIZE])theirs, &c->sendComm, 1, &listenComm,
+                            &c->recvComm, &comm->abortFlag);
   s->net->closeListen(listenComm);
   if (r != ncclSuccess) {
     WARN("port: rank %d cannot connect to rank %d over the network: %s", s->rank, peer, ncclGetErrorString(r));
