@@ -248,6 +248,8 @@ int portStageHeader(struct anycclProxyService* s, int peer, int kind, const stru
                     char** buf, uint64_t* entry, ncclResult_t* err);
 /* Receive side: the data of entry arrived in its bounce buffer: copy it out. */
 ncclResult_t portStageData(struct anycclProxyService* s, uint64_t entry);
+/* Received puts still being copied out (their signals wait): the proxy must not sleep. */
+int portStageBusy(struct anycclProxyService* s);
 /* Retire completed copies and apply the signals behind them; 1 if anything moved. */
 int portStageProgress(struct anycclProxyService* s, ncclResult_t* err);
 /* Apply a signal to my semaphore slot now (cpu: the slot; GPUs: its host counter). */

@@ -329,6 +329,11 @@ ncclResult_t portStageData(struct anycclProxyService* s, uint64_t entry) {
   return ncclSuccess;
 }
 
+int portStageBusy(struct anycclProxyService* s) {
+  struct portStage* st = __atomic_load_n(&s->stage, __ATOMIC_ACQUIRE);
+  return st && st->qHead != st->qTail;
+}
+
 int portStageProgress(struct anycclProxyService* s, ncclResult_t* err) {
   struct portStage* st = __atomic_load_n(&s->stage, __ATOMIC_ACQUIRE);
   int moved = 0;

@@ -421,7 +421,7 @@ static void* proxyMain(void* arg) {
     }
     /* Idle: poll a while (GPUs cannot wake us: 20 ms), then sleep on the
      * eventfd that producers (cpu) and the network write. */
-    if (++idle < 2000 || (s->cuda && nowNs() - lastWork < 20000000ull) || oldest < s->tail) {
+    if (++idle < 2000 || (s->cuda && nowNs() - lastWork < 20000000ull) || oldest < s->tail || portStageBusy(s)) {
       if (s->comm->yieldSpin || s->cuda || idle > 100) sched_yield();
       else cpuRelax();
       continue;

@@ -12,6 +12,7 @@
  *   out of range and a window nobody registered are dropped with one WARN
  *   and the service's error; nothing is written; later operations work. */
 #define _GNU_SOURCE
+#include <sched.h>
 #include "port_harness.h"
 #include "comm.h"
 #include "nccl_device/core.h"
@@ -26,6 +27,7 @@ static int push(const ncclDevComm_t* dc, const struct anycclGinDesc* d) {
   while (s - __atomic_load_n(dc->ginProxy->tail, __ATOMIC_ACQUIRE) >= dc->ginProxy->fifoSize) {
     EXPECT(__atomic_load_n(dc->ginProxy->state, __ATOMIC_ACQUIRE) == 0, "the proxy failed");
     EXPECT(nowSec() - t0 < 10, "no room in the FIFO for 10 s");
+    sched_yield(); /* the proxy and the stream workers need the cores */
   }
   uint32_t slot = (uint32_t)(s & (dc->ginProxy->fifoSize - 1));
   memcpy(&dc->ginProxy->descs[slot], d, sizeof(*d));
@@ -40,16 +42,20 @@ static int push(const ncclDevComm_t* dc, const struct anycclGinDesc* d) {
 static int flush(const ncclDevComm_t* dc) {
   uint64_t want = __atomic_load_n(dc->ginProxy->fifoHead, __ATOMIC_ACQUIRE);
   double t0 = nowSec();
-  while ((int64_t)(__atomic_load_n(dc->ginProxy->done, __ATOMIC_ACQUIRE) - want) < 0)
+  while ((int64_t)(__atomic_load_n(dc->ginProxy->done, __ATOMIC_ACQUIRE) - want) < 0) {
     EXPECT(nowSec() - t0 < 10, "flush: done stayed at %llu, want %llu", (unsigned long long)*dc->ginProxy->done,
            (unsigned long long)want);
+    sched_yield();
+  }
   return 0;
 }
 
 static int waitWord(const uint64_t* w, uint64_t least, const char* what) {
   double t0 = nowSec();
-  while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < least)
+  while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < least) {
     EXPECT(nowSec() - t0 < 10, "%s stayed at %llu, want %llu", what, (unsigned long long)*w, (unsigned long long)least);
+    sched_yield();
+  }
   return 0;
 }
 
