@@ -23,6 +23,8 @@
 # devapi_procs: nvcc -std=c++17 -arch=sm_90 -I$PREFIX/include tests/gpu/devapi_procs.cu -L$LIBDIR -lnccl
 # bidir:        nvcc -x cu -std=c++17 -arch=sm_90 -I$PREFIX/include examples/bidir_port_channel.c -L$LIBDIR -lnccl
 #
+# MPIRUN_ARGS adds options to mpirun (in a container whose Open MPI cannot
+# use CMA: "--mca btl_vader_single_copy_mechanism none").
 # Each run is bounded (RUN_TIMEOUT, default 40 s; ANYCCL_OP_TIMEOUT=20). A run
 # FAILs on a non-zero exit, a timeout, no result rows, a non-zero #wrong or
 # 'Out of bounds values : N FAILED'. The PASS/FAIL table comes last; exit 0
@@ -64,7 +66,7 @@ run_nt() {
   if ! ldd "$bin" | grep -q "libnccl.so.2 => $LIBDIR/"; then result "$name" FAIL "ldd: libnccl.so.2 not from $LIBDIR"; return; fi
   if ! ldd "$bin" | grep -q libmpi; then result "$name" FAIL "$bin was built with MPI=0 (see the header)"; return; fi
   local t0=$SECONDS
-  timeout -k 5 "$RUN_TIMEOUT" mpirun -np 2 $ROOTFLAG --bind-to none -x LD_LIBRARY_PATH -x NCCL_DEBUG \
+  timeout -k 5 "$RUN_TIMEOUT" mpirun -np 2 $ROOTFLAG --bind-to none ${MPIRUN_ARGS:-} -x LD_LIBRARY_PATH -x NCCL_DEBUG \
     -x NCCL_NVLS_ENABLE -x ANYCCL_OP_TIMEOUT sh -c 'NCCL_HOSTID=gin-host-$OMPI_COMM_WORLD_RANK exec "$@"' sh \
     "$bin" -g 1 $SIZES -c 1 "$@" >"$f" 2>&1
   local rc=$? rows wrong oob
