@@ -161,10 +161,10 @@ struct ncclDevComm {
   /* anyccl's own */
   ncclDevResourceHandle_t ginSignalsHandle;  /* uint64_t[ginSignalCount] in the resource buffer */
   ncclDevResourceHandle_t ginCountersHandle; /* uint64_t[ginCounterCount] */
-  volatile uint32_t* abortFlag; /* host-mapped: ncclCommAbort sets it, every device wait watches it */
-  volatile uint32_t* errFlag;   /* host-mapped: a device wait that gave up reports here */
-  uint64_t timeoutNs;           /* bound of every device wait (ANYCCL_DEV_TIMEOUT) */
-  void* hostRecord;             /* the library's record (ncclDevCommDestroy) */
+  /* host-mapped: ncclCommAbort sets abortFlag[0], every device wait watches
+   * it; a device wait that gave up reports in abortFlag[1] (the error word) */
+  volatile uint32_t* abortFlag;
+  uint64_t timeoutNs; /* bound of every device wait (ANYCCL_DEV_TIMEOUT) */
   /* The resource window's bases, inline: barriers and signals find their
    * words from the kernel's parameters, with no load of the window first. */
   char* resourceLocal;
@@ -286,7 +286,7 @@ NCCL_HOST_DEVICE_INLINE int ncclTeamRankToLsa(ncclDevComm const& c, ncclTeam t, 
 }
 #endif
 
-/* codes in errFlag (the cuda backend's error word; ncclCommGetAsyncError) */
+/* codes in abortFlag[1] (the cuda backend's error word; ncclCommGetAsyncError) */
 enum { ANYCCL_DEV_ERR_TIMEOUT = 16, ANYCCL_DEV_ERR_UNREACHABLE = 17 };
 
 /* ---- windows and pointers (device) --------------------------------------- */
@@ -343,13 +343,13 @@ NCCL_DEVICE_INLINE uint64_t anycclDevNow() {
   return t;
 }
 NCCL_DEVICE_INLINE void anycclDevReport(ncclDevComm const& c, uint32_t err) {
-  if (c.errFlag) atomicCAS((unsigned int*)c.errFlag, 0u, err);
+  if (c.abortFlag) atomicCAS((unsigned int*)c.abortFlag + 1, 0u, err);
 }
 /* Called now and then by a spinning thread: true when it must stop waiting
  * (abort, an earlier failure, or ANYCCL_DEV_TIMEOUT passed since *t0). */
 NCCL_DEVICE_INLINE bool anycclDevGiveUp(ncclDevComm const& c, uint64_t* t0) {
   if (c.abortFlag && *c.abortFlag) return true;
-  if (c.errFlag && *c.errFlag) return true;
+  if (c.abortFlag && c.abortFlag[1]) return true;
   uint64_t now = anycclDevNow();
   if (*t0 == 0) *t0 = now;
   else if (c.timeoutNs && now - *t0 > c.timeoutNs) {

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include "bootstrap.h"
 #include "checks.h"
@@ -461,10 +462,14 @@ static ncclResult_t devCreate(struct ncclComm* comm, const ncclDevCommRequiremen
   out->resourceLocal = d->resWin->rec.localBase;
   for (int i = 0; i < ANYCCL_DEV_INLINE_LSA; i++) out->resourceLsa[i] = i < lsaSize ? d->resWin->rec.lsaBase[i] : NULL;
   out->ginSignalShadows = d->shadows;
+  /* NVIDIA's 2.28 ncclDevComm is 200 bytes: programs built against its
+   * header (PyTorch) pass one of that size to ncclDevCommCreate */
+  _Static_assert(sizeof(struct ncclDevComm) <= 200, "ncclDevComm must not outgrow NVIDIA's 2.28 layout (200 bytes)");
+  /* the device header finds the error word right after the abort flag */
+  _Static_assert(offsetof(struct acuShared, err) == offsetof(struct acuShared, abort) + sizeof(uint32_t),
+                 "ncclDevComm.abortFlag[1] must be acuShared.err");
   out->abortFlag = comm->cuSharedDev ? &comm->cuSharedDev->abort : NULL;
-  out->errFlag = comm->cuSharedDev ? &comm->cuSharedDev->err : NULL;
   out->timeoutNs = (uint64_t)anycclTimeoutSec(PARAM_DEV_TIMEOUT) * 1000000000ull;
-  out->hostRecord = d;
   pthread_mutex_lock(&comm->lock);
   d->next = comm->devComms;
   comm->devComms = d;
@@ -502,7 +507,7 @@ ncclResult_t anycclDevCommDestroy(struct ncclComm* comm, const ncclDevComm_t* dc
   struct anycclDevRec* found = NULL;
   pthread_mutex_lock(&comm->lock);
   for (struct anycclDevRec** pd = &comm->devComms; *pd; pd = &(*pd)->next)
-    if (*pd == dc->hostRecord) {
+    if ((*pd)->resWin && (*pd)->resWin->dev == dc->resourceWindow) { /* the window is its own */
       found = *pd;
       *pd = found->next;
       break;
