@@ -13,7 +13,8 @@
  * LL kernels read only this rank's input, store lines into the peers'
  * segments (mapped at init) and write only this rank's output, so every
  * all-reduce, all-gather, reduce-scatter, broadcast and reduce of that size
- * on one host takes them, registered or not. Larger ones up to ANYCCL_CUDA_SYMM_STAGE on
+ * on one host takes them, registered or not; so does an all-to-all whose
+ * block for each peer is at most ANYCCL_CUDA_SYMM_A2A. Larger ones up to ANYCCL_CUDA_SYMM_STAGE on
  * buffers outside windows go through each rank's staging area (in its
  * segment, mapped by every peer): copy in, the same two-barrier reduction
  * or gather over the peers' areas, copy out. anycclSymmPath makes the
@@ -44,21 +45,22 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
   if (n < 2 || n > ACU_SYMM_MAX_RANKS || !anycclParamInt(PARAM_CUDA_SYMM)) return ANYCCL_SYMM_NONE;
   const int func = ph->func;
   const int rooted = func == FUNC_BROADCAST || func == FUNC_REDUCE; /* LL only */
+  const int a2a = func == FUNC_ALLTOALL;                             /* LL only */
   const int reduce = func == FUNC_ALLREDUCE || func == FUNC_REDUCESCATTER || func == FUNC_REDUCE;
-  if (func != FUNC_ALLREDUCE && func != FUNC_ALLGATHER && func != FUNC_REDUCESCATTER && !rooted)
+  if (func != FUNC_ALLREDUCE && func != FUNC_ALLGATHER && func != FUNC_REDUCESCATTER && !rooted && !a2a)
     return ANYCCL_SYMM_NONE;
   if (reduce && (ph->op.op != anycclDevSum || ph->scalarPtr || !symmType(ph->op.type))) return ANYCCL_SYMM_NONE;
   const size_t es = ph->elemSize, bytes = ph->count * es;
   c->bytes = bytes;
-  c->inBytes = func == FUNC_REDUCESCATTER ? bytes * n : bytes;
-  c->outBytes = func == FUNC_ALLGATHER ? bytes * n : bytes;
+  c->inBytes = func == FUNC_REDUCESCATTER || a2a ? bytes * n : bytes;
+  c->outBytes = func == FUNC_ALLGATHER || a2a ? bytes * n : bytes;
   c->rooted = rooted;
   const size_t most = c->inBytes > c->outBytes ? c->inBytes : c->outBytes;
   if (bytes == 0 || most > (size_t)anycclParamInt(PARAM_CUDA_SYMM_MAX)) return ANYCCL_SYMM_NONE;
   /* LL lines go through the segments: any buffers will do (unless the user
    * forced an algorithm or the simple protocol) */
   const size_t llMax = (size_t)ACU_SYMM_LL_BLOCKS * ACU_SYMM_LL_LINES * 8;
-  const int64_t ll = anycclParamInt(PARAM_CUDA_SYMM_LL);
+  const int64_t ll = anycclParamInt(a2a ? PARAM_CUDA_SYMM_A2A : PARAM_CUDA_SYMM_LL);
   if (ll > 0 && bytes <= (size_t)ll && bytes <= llMax && comm->forceAlgo < 0 && comm->llThreshold > 0) {
     /* 256+ lines a block */
     const size_t lines = (bytes + 7) / 8;
@@ -66,7 +68,7 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
     c->blocks = blocks > ACU_SYMM_LL_BLOCKS ? ACU_SYMM_LL_BLOCKS : (int)blocks;
     return ANYCCL_SYMM_LL;
   }
-  if (rooted) return ANYCCL_SYMM_NONE;
+  if (rooted || a2a) return ANYCCL_SYMM_NONE;
   if (most <= anycclCudaStageBytes() && comm->forceAlgo < 0) return ANYCCL_SYMM_STAGED;
   return ANYCCL_SYMM_WINDOW_ONLY;
 }
@@ -84,7 +86,7 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   struct acuSymm a;
   memset(&a, 0, sizeof(a));
   int staged = 0;
-  if (ch.rooted || comm->windows == NULL || !anycclWinSymmetric(comm, ph->in, ch.inBytes, a.in) ||
+  if (ch.rooted || func == FUNC_ALLTOALL || comm->windows == NULL || !anycclWinSymmetric(comm, ph->in, ch.inBytes, a.in) ||
       !anycclWinSymmetric(comm, ph->out, ch.outBytes, a.out)) {
     memset(&a, 0, sizeof(a));
     if (useLL) {
@@ -144,6 +146,7 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
              : func == FUNC_REDUCESCATTER ? ACU_SYMM_LL_RS
              : func == FUNC_BROADCAST     ? ACU_SYMM_LL_BC
              : func == FUNC_REDUCE        ? ACU_SYMM_LL_RED
+             : func == FUNC_ALLTOALL      ? ACU_SYMM_LL_A2A
                                           : ACU_SYMM_LL_AR;
     a.root = ph->root;
     a.count = bytes;

@@ -446,6 +446,30 @@ __device__ void llGather(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t 
   }
 }
 
+/* All-to-all: block p of my input goes to peer p's area, block r (mine)
+ * straight into my output, and what arrives from peer q into block q of my
+ * output. A thread loads line i of every block before it stores line i of
+ * any, so the same buffer may be input and output. Every rank stores into
+ * and reads from every peer, as in all-gather: the parity argument above
+ * holds without llReceiversFree. */
+__device__ void llAlltoall(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
+  const int n = a.nranks, r = a.rank;
+  const char* in = a.in[r];
+  char* out = a.out[r];
+  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
+    const int len = lineLen(bytes, i);
+    for (int p = 0; p < n; p++)
+      if (p != r) llPut(llLine(a, p, flag, r, i - lb), ld8(in + bytes * p + i * 8, len), flag);
+    if (in != out) st8(out + bytes * r + i * 8, ld8(in + bytes * r + i * 8, len), len);
+    for (int q = 0; q < n; q++) {
+      uint2 x;
+      if (q == r) continue;
+      if (!llGet(a, flag, q, i - lb, &x)) return;
+      st8(out + bytes * q + i * 8, x, len);
+    }
+  }
+}
+
 /* Broadcast: the root stores its lines into every peer's area (and its
  * output); the others poll theirs. */
 __device__ void llBcast(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
@@ -467,7 +491,7 @@ __device__ void llBcast(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t l
   }
 }
 
-/* a.count: the bytes each rank sends each peer (all-reduce: the vector). */
+/* a.count: the bytes each rank sends each peer (all-reduce: the vector; all-to-all: a block). */
 __device__ void llAlgo(const acuSymm& a) {
   __shared__ uint32_t sFlag;
   uint64_t* epoch = a.epoch + ACU_SYMM_MAX_BLOCKS + blockIdx.x;
@@ -481,9 +505,10 @@ __device__ void llAlgo(const acuSymm& a) {
   const uint64_t per = (lines + gridDim.x - 1) / gridDim.x;
   const uint64_t lb = per * blockIdx.x < lines ? per * blockIdx.x : lines;
   const uint64_t le = lb + per < lines ? lb + per : lines;
-  switch (a.algo == ACU_SYMM_LL_AG ? -1 : a.algo == ACU_SYMM_LL_BC ? -2 : (int)a.type) {
+  switch (a.algo == ACU_SYMM_LL_AG ? -1 : a.algo == ACU_SYMM_LL_BC ? -2 : a.algo == ACU_SYMM_LL_A2A ? -3 : (int)a.type) {
     case -1: llGather(a, sFlag, lb, le, bytes); break;
     case -2: llBcast(a, sFlag, lb, le, bytes); break;
+    case -3: llAlltoall(a, sFlag, lb, le, bytes); break;
     case T_F16: llReduce<T_F16>(a, sFlag, lb, le, bytes); break;
     case T_BF16: llReduce<T_BF16>(a, sFlag, lb, le, bytes); break;
     default: llReduce<T_F32>(a, sFlag, lb, le, bytes); break;

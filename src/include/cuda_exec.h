@@ -198,7 +198,8 @@ enum {
   ACU_SYMM_AR1 = 0, ACU_SYMM_AR2, ACU_SYMM_AG, ACU_SYMM_RS, /* over windows, between two barriers */
   ACU_SYMM_ST_AR, ACU_SYMM_ST_AG, ACU_SYMM_ST_RS,           /* any buffers: through the staging areas */
   ACU_SYMM_LL_AR, ACU_SYMM_LL_AG, ACU_SYMM_LL_RS,           /* any buffers: LL lines, no barrier */
-  ACU_SYMM_LL_BC, ACU_SYMM_LL_RED                           /* rooted (broadcast, reduce): LL lines one way */
+  ACU_SYMM_LL_BC, ACU_SYMM_LL_RED,                          /* rooted (broadcast, reduce): LL lines one way */
+  ACU_SYMM_LL_A2A                                           /* all-to-all: block p of my input to peer p */
 };
 struct acuSymm {
   char* in[ACU_SYMM_MAX_RANKS];   /* every rank's input, as mapped here */
@@ -211,7 +212,7 @@ struct acuSymm {
   uint64_t* opWord;    /* this rank's op word */
   struct acuShared* shared;
   uint64_t timeoutNs;  /* 0 = wait forever */
-  uint64_t count;      /* all-reduce: elements; reduce-scatter: elements per rank; all-gather: bytes per rank */
+  uint64_t count;      /* all-reduce: elements; reduce-scatter: elements per rank; all-gather: bytes per rank (LL: bytes, all-to-all: per peer) */
   uint64_t chunk;      /* two-shot all-reduce: elements each rank reduces (a whole number of vectors) */
   uint32_t sig, collSeq; /* as acuPhase */
   int32_t nranks, rank;

@@ -1,8 +1,9 @@
 /* The cuda backend's one-host kernels in the time model (docs/simulation.md,
  * "One host: the LL and staged kernels"). On one host the cuda backend runs
- * small and mid-size all-reduce, all-gather, reduce-scatter, broadcast and
- * reduce without their plans (backend/cuda_symm.c); anycclSymmPath makes the
- * choice for both backends. Such a phase is one kernel:
+ * small and mid-size all-reduce, all-gather, reduce-scatter, broadcast,
+ * reduce and all-to-all without their plans (backend/cuda_symm.c);
+ * anycclSymmPath makes the choice for both backends. Such a phase is one
+ * kernel:
  *
  *   LL      launch + route latency + the flows: every line a rank stores
  *           into a peer's segment (16 wire bytes per 8 of data), each
@@ -68,7 +69,7 @@ ncclResult_t simSymmRun(struct anycclSimWorld* w, struct anycclPlan** plans, int
     } else if (func == FUNC_REDUCE) {
       for (int r = 0; r < n; r++)
         if (r != ph->root) addFlows(fab, n, r, ph->root, wire, rank, f, info, lat, &nf);
-    } else { /* all-reduce: the vector, all-gather: my block, reduce-scatter: block q, to every peer q */
+    } else { /* all-reduce: the vector, all-gather: my block, reduce-scatter, all-to-all: block q, to every peer q */
       for (int r = 0; r < n; r++) addFlows(fab, n, r, -1, wire, rank / (n - 1), f, info, lat, &nf);
     }
   } else {

@@ -1,7 +1,7 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow chain_fill symm_ll conservation reserve flowfile PATH
+ *   flows_one flows_share spine bad_fabric ring_slow chain_fill symm_ll symm_a2a conservation reserve flowfile PATH
  *   trace PATH timeline PATH rails */
 #include <math.h>
 #include <stdio.h>
@@ -282,6 +282,38 @@ static void ringSlow(void) {
   unlink(p);
 }
 
+/* The round-number calibration of the one-host kernels' tests. */
+static const char* symmCalib(const char* name) {
+  const char* cal = writeFile(name, "symm_launch_us 4\nsymm_ll_block_GBps 2\nnvlink_GBps 100\n"
+                                    "nvlink_latency_us 0.5\nsymm_barrier_us 1\nsymm_copy_GBps 1000\n"
+                                    "symm_block_GBps 1\n");
+  setenv("ANYCCL_SIM_CALIB", cal, 1);
+  unsetenv("ANYCCL_SIM_FABRIC"), unsetenv("NCCL_ALGO"), unsetenv("NCCL_PROTO");
+  return cal;
+}
+/* ncclGroupSimulateEnd's estimate (us) of an all-reduce of `bytes` floats'
+ * bytes, or (a2a) an all-to-all of `bytes` per peer, on n ranks of one host. */
+static double symmEstimate(int n, int dataflow, int a2a, size_t bytes) {
+  setenv("ANYCCL_SIM_MODEL", dataflow ? "dataflow" : "lockstep", 1);
+  int devs[N];
+  for (int i = 0; i < n; i++) devs[i] = i;
+  CHECK(ncclCommInitAll(comms, n, devs) == ncclSuccess, "ncclCommInitAll: %s", ncclGetLastError(NULL));
+  for (int i = 0; i < n; i++) cudaSetDevice(i), cudaStreamCreate(&streams[i]), cudaMalloc(&bufs[i], 8 << 20);
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  ncclGroupStart();
+  for (int i = 0; i < n; i++) {
+    char* out = (char*)bufs[i] + (4 << 20);
+    if (a2a) ncclAlltoAll(bufs[i], out, bytes, ncclUint8, comms[i], streams[i]);
+    else ncclAllReduce(bufs[i], out, bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+  }
+  CHECK(ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
+  for (int i = 0; i < n; i++) {
+    ncclCommDestroy(comms[i]);
+    cudaSetDevice(i), cudaFree(bufs[i]), cudaStreamDestroy(streams[i]);
+  }
+  return info.estimatedTime;
+}
+
 /* One host: all-reduces up to ANYCCL_CUDA_SYMM_LL take the cuda backend's
  * LL kernel (cuda_symm.c), not the ring plan. With a calibration of round
  * numbers (launch 4 us, route 0.5 us, NVLink 100 GB/s, an LL block 2 GB/s
@@ -294,11 +326,7 @@ static void ringSlow(void) {
  * barrier (1 us) + route + both halves (2 x B/2 each way, 128 blocks x
  * 1 GB/s, the link's 100 GB/s binding) + barrier + copy out. */
 static void symmLL(void) {
-  const char* cal = writeFile("sim_symm.calib", "symm_launch_us 4\nsymm_ll_block_GBps 2\nnvlink_GBps 100\n"
-                                                "nvlink_latency_us 0.5\nsymm_barrier_us 1\nsymm_copy_GBps 1000\n"
-                                                "symm_block_GBps 1\n");
-  setenv("ANYCCL_SIM_CALIB", cal, 1);
-  unsetenv("ANYCCL_SIM_FABRIC"), unsetenv("NCCL_ALGO"), unsetenv("NCCL_PROTO");
+  const char* cal = symmCalib("sim_symm.calib");
   struct {
     int n;
     size_t bytes;
@@ -312,26 +340,51 @@ static void symmLL(void) {
   };
   for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
     for (int dataflow = 0; dataflow < 2; dataflow++) {
-      setenv("ANYCCL_SIM_MODEL", dataflow ? "dataflow" : "lockstep", 1);
-      int n = cases[c].n, devs[N];
-      for (int i = 0; i < n; i++) devs[i] = i;
-      CHECK(ncclCommInitAll(comms, n, devs) == ncclSuccess, "ncclCommInitAll: %s", ncclGetLastError(NULL));
-      for (int i = 0; i < n; i++) cudaSetDevice(i), cudaStreamCreate(&streams[i]), cudaMalloc(&bufs[i], 8 << 20);
-      ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-      size_t count = cases[c].bytes / 4;
-      ncclGroupStart();
-      for (int i = 0; i < n; i++)
-        ncclAllReduce(bufs[i], (char*)bufs[i] + (4 << 20), count, ncclFloat, ncclSum, comms[i], streams[i]);
-      CHECK(ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
-      double want = cases[c].want;
-      CHECK(fabs(info.estimatedTime - want) < 1e-4 * want, "%s (%s): %g us, want %g", cases[c].why,
-            dataflow ? "dataflow" : "lock-step", info.estimatedTime, want);
+      int n = cases[c].n;
+      double want = cases[c].want, got = symmEstimate(n, dataflow, 0, cases[c].bytes);
+      CHECK(fabs(got - want) < 1e-4 * want, "%s (%s): %g us, want %g", cases[c].why,
+            dataflow ? "dataflow" : "lock-step", got, want);
       printf("all-reduce of %zu KB on %d ranks of one host, %s: %.4f us, by hand %.4f (%s)\n", cases[c].bytes >> 10,
-             n, dataflow ? "dataflow" : "lock-step", info.estimatedTime, want, cases[c].why);
-      for (int i = 0; i < n; i++) {
-        ncclCommDestroy(comms[i]);
-        cudaSetDevice(i), cudaFree(bufs[i]), cudaStreamDestroy(streams[i]);
-      }
+             n, dataflow ? "dataflow" : "lock-step", got, want, cases[c].why);
+    }
+  }
+  unsetenv("ANYCCL_SIM_MODEL"), unsetenv("ANYCCL_SIM_CALIB");
+  unlink(cal);
+}
+
+/* One host: an all-to-all whose block for each peer is at most
+ * ANYCCL_CUDA_SYMM_A2A takes the LL kernel: every rank stores its block for
+ * peer q (B bytes, 2B wire bytes) into q's segment, as all-gather does, so
+ * with symm_ll's calibration it takes 4 + 0.5 + 2B / rate. With the knob at
+ * 0 (the second ctest) it takes the FIFO plan instead: the time must be
+ * another (a path choice that ignored the knob, or missed all-to-all, fails
+ * one of the two). */
+static void symmA2A(void) {
+  const char* cal = symmCalib("sim_a2a.calib");
+  const char* knob = getenv("ANYCCL_CUDA_SYMM_A2A");
+  const int ll = !(knob && atoll(knob) == 0);
+  struct {
+    int n;
+    size_t bytes; /* per peer */
+    double want;  /* us, by hand (LL) */
+    const char* why;
+  } cases[] = {
+      {2, 256 << 10, 4 + 0.5 + 524288 / 100e3, "2 ranks, 128 blocks: the link's 100 GB/s binds"},
+      {8, 64 << 10, 4 + 0.5 + 131072 / (32 * 2e3 / 7), "8 ranks, 32 blocks: 64 GB/s over 7 peers binds"},
+      {4, 1000, 4 + 0.5 + 2000 / (1 * 2e3 / 3), "4 ranks, 1000 bytes: one block"},
+  };
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+    for (int dataflow = 0; dataflow < 2; dataflow++) {
+      int n = cases[c].n;
+      double want = cases[c].want, got = symmEstimate(n, dataflow, 1, cases[c].bytes);
+      if (ll)
+        CHECK(fabs(got - want) < 1e-4 * want, "%s (%s): %g us, want %g", cases[c].why,
+              dataflow ? "dataflow" : "lock-step", got, want);
+      else
+        CHECK(fabs(got - want) > 1e-2 * want, "ANYCCL_CUDA_SYMM_A2A=0, %s (%s): %g us, the LL kernel's time",
+              cases[c].why, dataflow ? "dataflow" : "lock-step", got);
+      printf("all-to-all of %zu bytes per peer on %d ranks of one host, %s, %s: %.4f us, LL by hand %.4f (%s)\n",
+             cases[c].bytes, n, dataflow ? "dataflow" : "lock-step", ll ? "LL" : "FIFO", got, want, cases[c].why);
     }
   }
   unsetenv("ANYCCL_SIM_MODEL"), unsetenv("ANYCCL_SIM_CALIB");
@@ -598,8 +651,9 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "timeline") && argc > 2) timeline(argv[2]);
   else if (!strcmp(c, "rails")) rails();
   else if (!strcmp(c, "symm_ll")) symmLL();
+  else if (!strcmp(c, "symm_a2a")) symmA2A();
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|chain_fill|symm_ll|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|chain_fill|symm_ll|symm_a2a|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
