@@ -110,9 +110,15 @@ static int hsOn(void) {
   }
   return handshake;
 }
+/* The handle's last 8 bytes hold the connect's state between calls, as
+ * real plugins keep it in the handle (the socket handle leaves them 0): a
+ * caller that passes a fresh copy on each call restarts the connect, which
+ * this mode reports as an error. */
+#define HS_STATE_OFF (ANYCCL_NET_HANDLE_MAXSIZE - 8)
+#define HS_STARTED 0x4853535441525444ull
 static uint64_t hsKey(const void* handle) {
   uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < ANYCCL_NET_HANDLE_MAXSIZE; i++) h = (h ^ ((const unsigned char*)handle)[i]) * 1099511628211ull;
+  for (int i = 0; i < HS_STATE_OFF; i++) h = (h ^ ((const unsigned char*)handle)[i]) * 1099511628211ull;
   return h;
 }
 static void hsMark(char* path, size_t n, uint64_t key) {
@@ -141,10 +147,18 @@ static ncclResult_t connect(int dev, void* handle, void** sc, anycclPluginDev** 
   int i = 0, free_ = -1;
   for (; i < 256 && pending[i].key != key; i++)
     if (free_ < 0 && pending[i].sc == NULL) free_ = i;
-  if (i == 256) { /* first call: connect, then wait for the mark */
+  uint64_t state;
+  memcpy(&state, (char*)handle + HS_STATE_OFF, sizeof(state));
+  if (i == 256 && state == 0) { /* first call: connect, then wait for the mark */
     void* c = NULL;
     res = free_ < 0 ? ncclInternalError : NET->connect(dev, handle, &c, NULL);
     if (res == ncclSuccess) pending[free_].key = key, pending[free_].sc = c;
+    state = HS_STARTED;
+    memcpy((char*)handle + HS_STATE_OFF, &state, sizeof(state));
+  } else if (i == 256 || state != HS_STARTED) {
+    fprintf(stderr, "libnccl-net-anyccl (ANYCCL_PLUGIN_HANDSHAKE): connect called again without the state it "
+            "left in the handle: the caller must pass the same handle buffer until the connect completes\n");
+    res = ncclInternalError;
   } else if (access(mark, F_OK) == 0) {
     unlink(mark);
     *sc = pending[i].sc;

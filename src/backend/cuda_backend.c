@@ -500,15 +500,20 @@ void anycclCudaAbort(struct ncclComm* comm) {
  * graph capture of another thread (PyTorch's watchdog polls from its own). */
 struct mbxScope {
   int mode, saved;
+  void* ctx;    /* the thread's context before (NULL: none) */
+  int ctxKnown; /* ctx was read */
 };
 static struct mbxScope mbxEnter(const struct ncclComm* comm) {
-  struct mbxScope sc = {acuCaptureModeExchange(2 /* cudaStreamCaptureModeRelaxed */), -1};
+  struct mbxScope sc = {acuCaptureModeExchange(2 /* cudaStreamCaptureModeRelaxed */), -1, NULL, 0};
+  /* a thread with no context (not ours: PyTorch's watchdog) gets none back */
+  sc.ctxKnown = acuCtxGet && acuCtxGet(&sc.ctx) == 0;
   acuGetDevice(&sc.saved);
-  if (sc.saved != comm->cudaDev) acuSetDevice(comm->cudaDev);
+  if (sc.saved != comm->cudaDev || (sc.ctxKnown && sc.ctx == NULL)) acuSetDevice(comm->cudaDev);
   return sc;
 }
 static void mbxLeave(const struct ncclComm* comm, struct mbxScope sc) {
-  if (sc.saved >= 0 && sc.saved != comm->cudaDev) acuSetDevice(sc.saved);
+  if (sc.ctxKnown && sc.ctx == NULL) acuCtxSet(NULL);
+  else if (sc.saved >= 0 && sc.saved != comm->cudaDev) acuSetDevice(sc.saved);
   acuCaptureModeExchange(sc.mode);
 }
 

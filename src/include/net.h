@@ -72,7 +72,7 @@ typedef struct {
    * has them (NCCL plugins) may finish a connect only once the peer has
    * called accept, so callers step every pending connect and accept in turn
    * (anycclNetConnectAll) instead of blocking in one of them. */
-  ncclResult_t (*connectStep)(int dev, const void* handle, void** sendComm);
+  ncclResult_t (*connectStep)(int dev, void* handle, void** sendComm); /* handle: kept between steps (plugins keep state in it) */
   ncclResult_t (*acceptStep)(void* listenComm, void** recvComm);
 } anycclNet_t;
 

@@ -160,11 +160,12 @@ static ncclResult_t pgAccept(void* listenComm, void** recvComm) {
 }
 
 /* One attempt each (anycclNetConnectAll steps them in turn). */
-static ncclResult_t pgConnectStep(int dev, const void* handle, void** sendComm) {
-  char h[ANYCCL_NET_HANDLE_MAXSIZE];
-  memcpy(h, handle, sizeof(h));
+/* The same handle buffer on every step of one connect: NCCL passes it so,
+ * and plugins keep the connect's progress in it (aws-ofi-nccl; a fresh copy
+ * each time starts a new connection attempt, and resources run out). */
+static ncclResult_t pgConnectStep(int dev, void* handle, void** sendComm) {
   *sendComm = NULL;
-  return connectOnce(dev, h, sendComm);
+  return connectOnce(dev, handle, sendComm);
 }
 static ncclResult_t pgAcceptStep(void* listenComm, void** recvComm) {
   anycclPluginDev* devComm = NULL;
