@@ -520,10 +520,22 @@ static void mbxLeave(const struct ncclComm* comm, struct mbxScope sc) {
 /* A peer's kernel poisoned this rank's mailbox (its own kernels may have
  * finished before the mismatch was found): an async copy of the word into
  * cuShared->mailbox on a private stream, at most one a millisecond and one at
- * a time, read once it completed. */
+ * a time, read once it completed. Only from a thread that is on the
+ * communicator's device with a context already (the application's): a
+ * thread that is not (PyTorch's watchdog calls ncclCommGetAsyncError) would
+ * make CUDA calls that can wait on the driver for hundreds of ms while it
+ * holds locks the next collective's caller needs (a 199 ms and a 1.2 s call
+ * were measured, stalling eager all-reduces). Such a rank still learns of
+ * the poison from its next collective's kernels, which watch the mailboxes. */
+static int onCommDevice(const struct ncclComm* comm) {
+  int dev = -1;
+  void* ctx = NULL;
+  if (acuGetDevice(&dev) != 0 || dev != comm->cudaDev) return 0;
+  return !(acuCtxGet && acuCtxGet(&ctx) == 0 && ctx == NULL);
+}
 static void mailboxPoll(struct ncclComm* comm) {
   uint32_t no = 0;
-  if (comm->cuMbxStream == NULL || comm->devSeg == NULL ||
+  if (comm->cuMbxStream == NULL || comm->devSeg == NULL || !onCommDevice(comm) ||
       !__atomic_compare_exchange_n(&comm->cuMbxBusy, &no, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return;
   if (comm->cuMbxPending && acuEventQuery(comm->cuMbxEvent) == 0) {
