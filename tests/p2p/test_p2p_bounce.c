@@ -249,18 +249,17 @@ static void caseDead(void) {
   CU(cudaMemset(r, 0, SZ));
   anycclP2pRequest_t q;
   CK(anycclP2pIrecv(c, r, SZ, 1, &q));
-  /* wait until bytes arrive (bounce buffers in use), then kill the sender */
+  /* 100 ms into the transfer (bounce buffers in use: every copy waits 2 ms,
+   * one stream a direction, so 64 MB takes >= 256 ms), kill the sender. The
+   * buffer is not read while the request runs (the copies write it: a race). */
   char* snap = malloc(SZ);
   double t0 = now();
-  int started = 0;
-  while (!started && now() - t0 < 10) {
+  while (now() - t0 < 0.1) {
     int done = 0;
     CK(anycclP2pTest(q, &done, NULL));
     EXPECT(!done);
-    CU(cudaMemcpy(snap, r, 1, cudaMemcpyDefault));
-    started = snap[0] == 0x11;
+    usleep(1000);
   }
-  EXPECT(started);
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
   t0 = now();
