@@ -106,23 +106,9 @@ link_latency_us  $(awk -v d="$1" 'BEGIN { printf "%g", d / 2 }')
 calibration      cpu.calib
 EOF
 }
-# The cpu backend's own costs, not the network's. A "GPU block" here is a CPU
-# thread copying or reducing into a FIFO slot (several GB/s, far above the
-# shaped NIC); launch and step are a stream host-function and a slot hand-off.
-cat >"$OUT/cpu.calib" <<'EOF'
-# anyccl's cpu backend on the development machine (bench/sim_netns_validate.sh)
-block_GBps         4      # one lane (a thread copying or reducing a slot)
-nvlink_GBps        4      # unused: one rank per host
-pcie_GBps          8      # a slot copied to or from the socket buffers
-copy_GBps          4      # a memcpy
-launch_us          20     # a collective queued on a stream and picked up by its worker
-ll_step_us         20     # unused across hosts (Simple only)
-simple_step_us     20     # one FIFO slot handed to the proxy and posted on the socket
-ll_efficiency      1
-nvlink_latency_us  1
-graph_launch_us    20
-model              dataflow # a step waits for its own input and a free FIFO slot: chains fill, ranks end apart
-EOF
+# The cpu backend's own costs, not the network's (the calibration
+# ncclGroupSimulateEnd uses on the cpu backend).
+cp "$ROOT/topologies/sim_cpu.calib" "$OUT/cpu.calib" || die "cannot write $OUT/cpu.calib"
 
 # The cuda knobs the sim reads (it makes a GPU's choices), set to the cpu
 # backend's values, so that the sim models the plans the cpu backend ran.

@@ -5,12 +5,16 @@
  * [r*N, (r+1)*N) and puts it to the same place in the peer's buffer with
  * putWithSignal, then waits for the peer's put. The proxy thread of each
  * rank moves the bytes (memcpy inside a host on the cpu backend, the copy
- * engine on GPUs, the network between hosts). The data is checked.
+ * engine on GPUs, the network between hosts); puts of at most
+ * ANYCCL_PORT_DIRECT_MAX bytes to a peer of the same host, and the signals,
+ * are done by the calling thread itself while the proxy has nothing in
+ * flight. The data is checked.
  *
- *   bidir_port_channel [-m threads|procs|hosts] [-i ITERS] [-s MAXBYTES]
+ *   bidir_port_channel [-m threads|procs|hosts] [-i ITERS] [-s MAXBYTES] [-b SIZE,...]
  *     threads: two devices of one process, a thread each (default)
  *     procs:   two processes on this host (IPC of device memory)
  *     hosts:   two processes on two virtual hosts (NCCL_HOSTID: sockets)
+ *     -b:      these sizes instead of 1 KB, 1 MB, 128 MB (ascending)
  *
  * Builds with a C compiler against anyccl-cpu (the rank's thread plays the
  * GPU thread), or with nvcc (-x cu) against the CUDA runtime: the same round
@@ -47,14 +51,31 @@
     }                                                                                                 \
   } while (0)
 
-static const size_t kSizes[] = {1024, 1 << 20, 128 << 20};
-#define NSIZES 3
-static int gIters = 0;           /* 0: by size */
+#define MAXSIZES 16
+static size_t kSizes[MAXSIZES] = {1024, 1 << 20, 128 << 20};
+static int gNumSizes = 3;            /* -b: another list */
+static int gIters = 0;               /* 0: by size */
 static size_t gMaxBytes = 128 << 20; /* -s: sizes up to this */
 static int nSizes(void) {
   int k = 0;
-  while (k < NSIZES && kSizes[k] <= gMaxBytes) k++;
+  while (k < gNumSizes && kSizes[k] <= gMaxBytes) k++;
   return k;
+}
+/* -b 1024,4096,...: ascending sizes (also given to the rank processes) */
+static int parseSizes(const char* list) {
+  int n = 0;
+  for (const char* p = list; *p && n < MAXSIZES;) {
+    char* end;
+    unsigned long long v = strtoull(p, &end, 0);
+    if (end == p || v == 0 || v > (1ull << 32) || (n > 0 && v <= kSizes[n - 1])) return -1;
+    kSizes[n++] = (size_t)v;
+    p = *end == ',' ? end + 1 : end;
+    if (*end != ',' && *end != 0) return -1;
+  }
+  if (n == 0) return -1;
+  gNumSizes = n;
+  setenv("BIDIR_SIZES", list, 1);
+  return 0;
 }
 
 static double nowMs(void) {
@@ -324,6 +345,7 @@ int main(int argc, char** argv) {
     rank = atoi(argv[2]);
     gIters = atoi(argv[4]);
     gMaxBytes = strtoull(argv[5], NULL, 0);
+    if (getenv("BIDIR_SIZES") && parseSizes(getenv("BIDIR_SIZES")) != 0) return 2;
     ncclUniqueId id;
     unhexId(argv[3], &id);
     ncclComm_t comm;
@@ -336,12 +358,14 @@ int main(int argc, char** argv) {
     return r;
   }
   int opt;
-  while ((opt = getopt(argc, argv, "m:i:s:h")) != -1) {
+  while ((opt = getopt(argc, argv, "m:i:s:b:h")) != -1) {
     if (opt == 'm') mode = optarg;
     else if (opt == 'i') gIters = atoi(optarg);
     else if (opt == 's') gMaxBytes = strtoull(optarg, NULL, 0);
+    else if (opt == 'b' && parseSizes(optarg) == 0) continue;
     else {
-      fprintf(stderr, "usage: %s [-m threads|procs|hosts] [-i ITERS] [-s MAXBYTES]\n", argv[0]);
+      if (opt == 'b') fprintf(stderr, "-b %s: ascending sizes 1 B - 4 GiB, comma-separated (at most %d)\n", optarg, MAXSIZES);
+      fprintf(stderr, "usage: %s [-m threads|procs|hosts] [-i ITERS] [-s MAXBYTES] [-b SIZE,SIZE,...]\n", argv[0]);
       return opt == 'h' ? 0 : 2;
     }
   }

@@ -24,8 +24,12 @@
  * without progress), and the connection stays in error. Requests are owned
  * by the engine and freed when test reports them done or failed.
  *
- * Memory: the cpu backend's device memory and host memory are addressable
- * directly. Not thread-safe per connection for posting (one thread posts
+ * Memory: host memory and the cpu backend's device memory are read and
+ * written directly; GPU memory (cuda backend; cudaPointerGetAttributes) goes
+ * through pinned bounce buffers per connection (ANYCCL_P2P_BOUNCE): a D2H
+ * copy before a chunk is sent, an H2D copy after it arrived, a bounce buffer
+ * reused only after its copy's event. Buffers and registered regions may be
+ * either. Not thread-safe per connection for posting (one thread posts
  * on a connection at a time); different connections are independent. */
 #ifndef ANYCCL_P2P_H
 #define ANYCCL_P2P_H

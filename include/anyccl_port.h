@@ -84,7 +84,8 @@ struct anycclSemSlot {
 
 struct anycclPortFifo {
   uint64_t* trig;                  /* 2 words per entry */
-  uint64_t* head;                  /* reservations: producers add 1; GPUs: head[1] caches the tail */
+  uint64_t* head;                  /* reservations: producers add 1; GPUs: head[1] caches the tail,
+                                      head[2] the last `done` a producer read */
   struct anycclPortShared* shared; /* proxy state */
   uint32_t size;                   /* entries, a power of two */
   uint32_t pad;
@@ -102,13 +103,23 @@ struct anycclPortSemaphore {
                                       the count is inbound->value + *hostInbound */
 };
 
-/* Port channel: copyable by value into kernels. */
+/* Port channel: copyable by value into kernels.
+ * Direct path: where the destination is mapped here (a peer of this host)
+ * dst is its address, and a put of at most directMax bytes (a signal, a
+ * flush) is done by the calling thread itself while nothing of the service
+ * is in flight through the proxy (ANYCCL_PORT_DIRECT_MAX; lower directMax of
+ * a copy of the handle to send one call's puts through the proxy; 0: always
+ * the proxy). dst is NULL where the destination is on another host, or where
+ * the proxy signals by copies (GPUs, ANYCCL_PORT_HOST_SIGNALS=0). */
 struct anycclPortChannel {
   uint32_t magic;
   uint32_t id;
   uint64_t dstSize, srcSize;
   struct anycclPortFifo fifo;
   struct anycclPortSemaphore sem;
+  char* dst;                       /* the peer's memory as mapped here, or NULL */
+  char* src;                       /* my memory */
+  uint64_t directMax;
 };
 
 /* Memory channel (same-host peers): the threads of the caller copy through
@@ -195,6 +206,20 @@ ANYCCL_PORT_DEV uint64_t anycclPortLoad(const volatile uint64_t* p) {
 }
 #endif
 
+/* GPUs: a fence at system scope (acquire and release). After a poll saw a
+ * signal (a peer GPU's release add, or a proxy thread's store made once the
+ * copies before it completed), the reads that follow see what the signal
+ * covers; before a direct flush returns, this thread's stores are performed. */
+ANYCCL_PORT_DEV void anycclPortAcquire(void) {
+#if defined(__CUDA_ARCH__)
+#if __CUDA_ARCH__ >= 700
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+#else
+  __threadfence_system();
+#endif
+#endif
+}
+
 /* Wait until *counter (+ *extra: GPUs only, NULL on the cpu backend) >=
  * target (bounded, abort-aware). */
 ANYCCL_PORT_DEV uint64_t anycclPortSum(const volatile uint64_t* counter, const volatile uint64_t* extra) {
@@ -203,11 +228,18 @@ ANYCCL_PORT_DEV uint64_t anycclPortSum(const volatile uint64_t* counter, const v
 ANYCCL_PORT_DEV ncclResult_t anycclPortWaitSum(const volatile uint64_t* counter, const volatile uint64_t* extra,
                                                uint32_t* sleepers, uint64_t target, struct anycclPortShared* shared,
                                                uint64_t timeoutNs, const char* what) {
-  if ((int64_t)(anycclPortSum(counter, extra) - target) >= 0) return ncclSuccess;
 #if defined(__CUDA_ARCH__)
-  uint64_t start = anycclPortNowNs();
-  for (uint32_t spins = 1; (int64_t)(anycclPortSum(counter, extra) - target) < 0; spins++) {
+  (void)sleepers;
+  /* counter: device memory, where peer GPUs add (memory channels, direct
+   * port signals); extra: host memory, where proxy threads store. Both
+   * only grow, so a stale extra never lets a wait end early: it is read
+   * every 4th poll (a read of host memory takes about 1 us, of the
+   * counter a few hundred ns). */
+  uint64_t host = extra ? anycclPortLoad(extra) : 0, start = 0;
+  for (uint32_t spins = 1; (int64_t)(anycclPortLoad(counter) + host - target) < 0; spins++) {
+    if (extra && spins % 4 == 0) host = anycclPortLoad(extra);
     if (spins % 16) continue; /* the state is host memory: not every poll */
+    if (start == 0) start = anycclPortNowNs();
     uint32_t st = *(volatile uint32_t*)&shared->state;
     if (st != 0) return (ncclResult_t)st;
     if (timeoutNs && anycclPortNowNs() - start > timeoutNs) {
@@ -216,10 +248,11 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortWaitSum(const volatile uint64_t* counter,
       return ncclSystemError;
     }
   }
-  if (extra) __threadfence_system(); /* a proxy's store: the copies before it are complete; read after them */
+  anycclPortAcquire();
   return ncclSuccess;
 #else
   (void)extra;
+  if ((int64_t)(anycclPortLoad(counter) - target) >= 0) return ncclSuccess;
   return anycclPortHostWaitCounter(counter, sleepers, target, shared, timeoutNs, what);
 #endif
 }
@@ -287,11 +320,126 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortCheck(const struct anycclPortChannel* ch,
   return ncclSuccess;
 }
 
+/* ---- the direct path (see struct anycclPortChannel) ----------------------------
+ * Why the order holds:
+ * 1. The caller goes direct only while the service is idle: the `done` the
+ *    proxy published covers every trigger reserved so far (done >= head).
+ *    Every earlier put and signal of this thread through the proxy has then
+ *    completed (copies landed, signal made), so a direct put or signal
+ *    cannot overtake one; `done` is read with acquire (GPUs: a system fence
+ *    after the read of host memory), so the proxy's work happens before the
+ *    direct stores. Otherwise the call goes through the FIFO behind them.
+ * 2. A direct signal is a release add to the peer's semaphore word (cpu:
+ *    a seq_cst atomic add; GPUs: red.release.sys on the peer's device
+ *    counter): this thread's earlier stores (direct puts) are visible to a
+ *    waiter that saw it, as waits and polls acquire after the poll.
+ * 3. A proxied call after direct ones: the push fences (system scope)
+ *    before it commits the trigger, and the proxy reads the commit with
+ *    acquire before it copies or signals, so the direct stores come first.
+ * 4. Counting: the proxy never overwrites what a direct signal adds. On
+ *    the cpu backend both add 1 to the same word. On GPUs the proxy stores
+ *    its own count of signals into the peer's host counter, direct signals
+ *    add to the peer's device counter, and a wait sums the two: each signal
+ *    counts once and the sum only grows. (dst is NULL where the proxy would
+ *    copy values into the device counter: ANYCCL_PORT_HOST_SIGNALS=0.)
+ * As through the proxy alone, calls of one thread (or ordered by the
+ * caller) are ordered; concurrent callers of a service are not. */
+
+/* 1 if every trigger reserved on the service is complete. */
+ANYCCL_PORT_DEV int anycclPortIdle(const struct anycclPortFifo* f) {
+#if defined(__CUDA_ARCH__)
+  uint64_t h = *(volatile uint64_t*)f->head, cached;
+  /* head[2]: the last done a producer read (device memory: no host read
+   * while only direct calls run) */
+#if __CUDA_ARCH__ >= 700
+  asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(cached) : "l"(f->head + 2) : "memory");
+#else
+  cached = *(volatile uint64_t*)(f->head + 2);
+  __threadfence();
+#endif
+  if ((int64_t)(cached - h) >= 0) return 1;
+  uint64_t d = anycclPortLoad(&f->shared->done);
+  anycclPortAcquire(); /* the proxy's copies and stores before done, then ours (and the cache's readers') */
+  atomicMax((unsigned long long*)(f->head + 2), (unsigned long long)d);
+  return (int64_t)(d - h) >= 0;
+#else
+  uint64_t h = __atomic_load_n(f->head, __ATOMIC_ACQUIRE);
+  return (int64_t)(__atomic_load_n(&f->shared->done, __ATOMIC_ACQUIRE) - h) >= 0;
+#endif
+}
+
+/* The calling thread copies bytes (GPUs: 16-byte words, 16 loads in flight). */
+ANYCCL_PORT_DEV void anycclPortCopyThread(char* dst, const char* src, uint64_t bytes) {
+#if defined(__CUDA_ARCH__)
+  uint64_t i = 0;
+  if ((((uintptr_t)dst | (uintptr_t)src) & 15) == 0) {
+    const uint4* s = (const uint4*)src;
+    uint4* d = (uint4*)dst;
+    uint64_t n = bytes / 16;
+    for (; i + 16 <= n; i += 16) {
+      uint4 v[16];
+#pragma unroll
+      for (int k = 0; k < 16; k++) v[k] = s[i + k];
+#pragma unroll
+      for (int k = 0; k < 16; k++) d[i + k] = v[k];
+    }
+    for (; i < n; i++) d[i] = s[i];
+    i *= 16;
+  }
+  for (; i < bytes; i++) dst[i] = src[i];
+#else
+  __builtin_memcpy(dst, src, bytes);
+#endif
+}
+
+/* Add 1 to the peer's semaphore word, after this thread's earlier stores. */
+ANYCCL_PORT_DEV void anycclPortSignalPeer(const struct anycclPortSemaphore* s) {
+#if defined(__CUDA_ARCH__)
+#if __CUDA_ARCH__ >= 700
+  asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(&s->outbound->value), "l"(1ULL) : "memory");
+#else
+  __threadfence_system();
+  atomicAdd_system((unsigned long long*)&s->outbound->value, 1ULL);
+#endif
+#else
+  anycclPortHostSignal(&s->outbound->value, &s->outbound->sleepers);
+#endif
+}
+
+/* The first error of a trigger the proxy dropped (flush reports it). */
+ANYCCL_PORT_DEV ncclResult_t anycclPortTriggerError(struct anycclPortShared* sh) {
+#if defined(__CUDA_ARCH__)
+  return (ncclResult_t)*(volatile uint32_t*)&sh->error;
+#else
+  return (ncclResult_t)__atomic_load_n(&sh->error, __ATOMIC_ACQUIRE);
+#endif
+}
+
+/* A call the caller may do itself: 1 (and *r its result) if done. */
+ANYCCL_PORT_DEV int anycclPortTryDirect(const struct anycclPortChannel* ch, uint32_t type, uint64_t dstOff,
+                                        uint64_t srcOff, uint64_t bytes, ncclResult_t* r) {
+  if (ch->dst == NULL || ch->directMax == 0 || ((type & ANYCCL_TRIG_PUT) && bytes > ch->directMax)) return 0;
+#if !defined(__CUDA_ARCH__)
+  uint32_t st = __atomic_load_n(&ch->fifo.shared->state, __ATOMIC_ACQUIRE);
+  if (st) return *r = (ncclResult_t)st, 1;
+#endif
+  if (!anycclPortIdle(&ch->fifo)) return 0;
+  if (type & ANYCCL_TRIG_PUT) anycclPortCopyThread(ch->dst + dstOff, ch->src + srcOff, bytes);
+  if (type & ANYCCL_TRIG_SIGNAL) anycclPortSignalPeer(&ch->sem);
+  *r = ncclSuccess;
+  if (type & ANYCCL_TRIG_FLUSH) { /* the direct stores are complete (GPUs: performed at system scope) */
+    anycclPortAcquire();
+    *r = anycclPortTriggerError(ch->fifo.shared);
+  }
+  return 1;
+}
+
 /* put / signal / flush in one call; a put over 4 GiB takes several triggers. */
 ANYCCL_PORT_DEV ncclResult_t anycclPortOp(const struct anycclPortChannel* ch, uint32_t type, uint64_t dstOff,
                                           uint64_t srcOff, uint64_t bytes, const char* fn) {
   ncclResult_t r = anycclPortCheck(ch, fn, dstOff, srcOff, (type & ANYCCL_TRIG_PUT) ? bytes : 0);
   if (r != ncclSuccess) return r;
+  if (anycclPortTryDirect(ch, type, dstOff, srcOff, bytes, &r)) return r;
   uint64_t w0, w1, seq = 0;
   if (type & ANYCCL_TRIG_PUT) {
     while (bytes > ANYCCL_PORT_MAX_PUT) {
@@ -306,12 +454,7 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortOp(const struct anycclPortChannel* ch, ui
     struct anycclPortShared* sh = ch->fifo.shared;
     r = anycclPortWaitCounter(&sh->done, &sh->doneSleepers, seq + 1, sh, ch->fifo.timeoutNs, "port channel: flush");
     if (r != ncclSuccess) return r;
-#if defined(__CUDA_ARCH__)
-    if (*(volatile uint32_t*)&sh->error) return (ncclResult_t)sh->error;
-#else
-    uint32_t e = __atomic_load_n(&sh->error, __ATOMIC_ACQUIRE);
-    if (e) return (ncclResult_t)e;
-#endif
+    return anycclPortTriggerError(sh);
   }
   return ncclSuccess;
 }
@@ -356,6 +499,7 @@ ANYCCL_PORT_DEV ncclResult_t anycclSemaphoreWait(const struct anycclPortSemaphor
 /* 1 (and the signal consumed) if a signal is there, else 0. */
 ANYCCL_PORT_DEV int anycclSemaphorePoll(const struct anycclPortSemaphore* s) {
   if ((int64_t)(anycclPortSum(&s->inbound->value, s->hostInbound) - (*s->expected + 1)) < 0) return 0;
+  anycclPortAcquire();
   *s->expected += 1;
   return 1;
 }
@@ -417,12 +561,7 @@ ANYCCL_PORT_DEV ncclResult_t anycclMemChanGet(const struct anycclMemoryChannel* 
  * after the group's copies are done (a barrier of the group before). */
 ANYCCL_PORT_DEV ncclResult_t anycclMemChanSignal(const struct anycclMemoryChannel* ch) {
   if (ch == NULL || ch->magic != ANYCCL_MEMCHAN_MAGIC) return ANYCCL_PORT_BAD("anycclMemChanSignal", "channel handle magic", ch ? ch->magic : 0, 0);
-#if defined(__CUDA_ARCH__)
-  __threadfence_system();
-  atomicAdd((unsigned long long*)&ch->sem.outbound->value, 1ULL);
-#else
-  anycclPortHostSignal(&ch->sem.outbound->value, &ch->sem.outbound->sleepers);
-#endif
+  anycclPortSignalPeer(&ch->sem);
   return ncclSuccess;
 }
 ANYCCL_PORT_DEV ncclResult_t anycclMemChanWait(const struct anycclMemoryChannel* ch) {

@@ -9,9 +9,12 @@
  *
  * Built with -DANYCCL_PLUGIN_ONLY=N it exports version N alone: the tests'
  * one-version plugins (tests/net), loaded through the same dlopen path. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "net.h"
 #include "net_plugin.h"
 
@@ -89,15 +92,95 @@ static ncclResult_t getProperties11(int dev, anycclPluginProps_v11* p) {
   return ncclSuccess;
 }
 
-static ncclResult_t listen(int dev, void* handle, void** lc) { return NET->listen(dev, handle, lc, NULL); }
-/* connect and accept complete before they return (allowed: not "not yet") */
+/* ANYCCL_PLUGIN_HANDSHAKE=1 (for tests): behave as plugins whose connect
+ * completes only once the peer has accepted (aws-ofi-nccl's): connect
+ * answers "not yet" (*sc NULL) until the acceptor has left a mark for that
+ * handle in /dev/shm, so a caller that blocks in connect before it accepts
+ * never finishes. Otherwise connect and accept complete before they return
+ * (allowed: not "not yet"). */
+static int handshake = -1;
+static pthread_mutex_t hsLock = PTHREAD_MUTEX_INITIALIZER;
+static struct { void* lc; uint64_t key; } listens[256];
+static struct { uint64_t key; void* sc; } pending[256];
+
+static int hsOn(void) {
+  if (handshake < 0) {
+    const char* e = getenv("ANYCCL_PLUGIN_HANDSHAKE");
+    handshake = e && atoi(e) > 0;
+  }
+  return handshake;
+}
+/* The handle's last 8 bytes hold the connect's state between calls, as
+ * real plugins keep it in the handle (the socket handle leaves them 0): a
+ * caller that passes a fresh copy on each call restarts the connect, which
+ * this mode reports as an error. */
+#define HS_STATE_OFF (ANYCCL_NET_HANDLE_MAXSIZE - 8)
+#define HS_STARTED 0x4853535441525444ull
+static uint64_t hsKey(const void* handle) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < HS_STATE_OFF; i++) h = (h ^ ((const unsigned char*)handle)[i]) * 1099511628211ull;
+  return h;
+}
+static void hsMark(char* path, size_t n, uint64_t key) {
+  snprintf(path, n, "/dev/shm/anyccl-plugin-hs-%u-%016llx", (unsigned)getuid(), (unsigned long long)key);
+}
+
+static ncclResult_t listen(int dev, void* handle, void** lc) {
+  ncclResult_t res = NET->listen(dev, handle, lc, NULL);
+  if (res != ncclSuccess || !hsOn()) return res;
+  pthread_mutex_lock(&hsLock);
+  int i = 0;
+  while (i < 256 && listens[i].lc) i++;
+  if (i < 256) listens[i].lc = *lc, listens[i].key = hsKey(handle);
+  pthread_mutex_unlock(&hsLock);
+  return i < 256 ? ncclSuccess : ncclInternalError;
+}
 static ncclResult_t connect(int dev, void* handle, void** sc, anycclPluginDev** devComm) {
   (void)devComm;
-  return NET->connect(dev, handle, sc, NULL);
+  if (!hsOn()) return NET->connect(dev, handle, sc, NULL);
+  const uint64_t key = hsKey(handle);
+  char mark[96];
+  hsMark(mark, sizeof(mark), key);
+  ncclResult_t res = ncclSuccess;
+  *sc = NULL;
+  pthread_mutex_lock(&hsLock);
+  int i = 0, free_ = -1;
+  for (; i < 256 && pending[i].key != key; i++)
+    if (free_ < 0 && pending[i].sc == NULL) free_ = i;
+  uint64_t state;
+  memcpy(&state, (char*)handle + HS_STATE_OFF, sizeof(state));
+  if (i == 256 && state == 0) { /* first call: connect, then wait for the mark */
+    void* c = NULL;
+    res = free_ < 0 ? ncclInternalError : NET->connect(dev, handle, &c, NULL);
+    if (res == ncclSuccess) pending[free_].key = key, pending[free_].sc = c;
+    state = HS_STARTED;
+    memcpy((char*)handle + HS_STATE_OFF, &state, sizeof(state));
+  } else if (i == 256 || state != HS_STARTED) {
+    fprintf(stderr, "libnccl-net-anyccl (ANYCCL_PLUGIN_HANDSHAKE): connect called again without the state it "
+            "left in the handle: the caller must pass the same handle buffer until the connect completes\n");
+    res = ncclInternalError;
+  } else if (access(mark, F_OK) == 0) {
+    unlink(mark);
+    *sc = pending[i].sc;
+    pending[i].key = 0, pending[i].sc = NULL;
+  }
+  pthread_mutex_unlock(&hsLock);
+  return res;
 }
 static ncclResult_t accept(void* lc, void** rc, anycclPluginDev** devComm) {
   (void)devComm;
-  return NET->accept(lc, rc);
+  ncclResult_t res = NET->accept(lc, rc);
+  if (res != ncclSuccess || !hsOn()) return res;
+  uint64_t key = 0;
+  pthread_mutex_lock(&hsLock);
+  for (int i = 0; i < 256; i++)
+    if (listens[i].lc == lc) key = listens[i].key;
+  pthread_mutex_unlock(&hsLock);
+  char mark[96];
+  hsMark(mark, sizeof(mark), key);
+  FILE* f = fopen(mark, "w");
+  if (f) fclose(f);
+  return f ? ncclSuccess : ncclSystemError;
 }
 static ncclResult_t regMr(void* c, void* d, size_t s, int t, void** mh) { return NET->regMr(c, d, s, t, mh); }
 static ncclResult_t regMrDmaBuf(void* c, void* d, size_t s, int t, uint64_t o, int fd, void** mh) {
@@ -126,7 +209,13 @@ static ncclResult_t test(void* req, int* done, int* sizes) {
 }
 static ncclResult_t closeSend(void* c) { return NET->closeSend(c); }
 static ncclResult_t closeRecv(void* c) { return NET->closeRecv(c); }
-static ncclResult_t closeListen(void* c) { return NET->closeListen(c); }
+static ncclResult_t closeListen(void* c) {
+  pthread_mutex_lock(&hsLock);
+  for (int i = 0; i < 256; i++)
+    if (listens[i].lc == c) listens[i].lc = NULL;
+  pthread_mutex_unlock(&hsLock);
+  return NET->closeListen(c);
+}
 
 
 /* ---- the shapes of versions 7, 9, 10, 11 over the same functions ---- */

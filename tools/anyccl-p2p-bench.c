@@ -13,9 +13,13 @@
  *
  * Options: --channels N --chunk BYTES --window N --ifaces a,b --device D
  *          --size BYTES (one size) | --min BYTES --max BYTES (x4 steps)
- *          --iters N --lat-iters N (round trips for the latency; 0: none) --port P --tcp --check */
+ *          --iters N --lat-iters N (round trips for the latency; 0: none) --port P --tcp --check
+ *          --gpu: the buffers in GPU memory (cudaMalloc on --device, default 0), moved through
+ *          the engine's bounce buffers; the CUDA runtime is the process's (anyccl-cpu when
+ *          linked or preloaded), else $ANYCCL_CUDART, libcudart.so.13, .12 or libcudart.so */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -108,7 +112,7 @@ static int oob(int server, const char* host, int port) {
 }
 
 struct opts {
-  int server, channels, window, device, iters, port, tcp, check, latIters;
+  int server, channels, window, device, iters, port, tcp, check, latIters, gpu;
   size_t chunk, min, max;
   const char *ifaces, *host;
 };
@@ -166,9 +170,40 @@ static void runTcp(const struct opts* o, int fd, char* buf, size_t size, double*
   *gbs = (double)size * o->iters / (now() - t0) / 1e9;
 }
 
+/* --gpu: the few runtime calls, found at run time (the bench links no runtime) */
+static struct {
+  int (*setDevice)(int);
+  int (*malloc)(void**, size_t);
+  int (*free)(void*);
+  int (*memcpy)(void*, const void*, size_t, int); /* kind 4: cudaMemcpyDefault */
+} cu;
+
+static void gpuInit(int dev) {
+  void* h = RTLD_DEFAULT;
+  const char* names[] = {getenv("ANYCCL_CUDART"), "libcudart.so.13", "libcudart.so.12", "libcudart.so"};
+  for (int i = 0; i < 4 && dlsym(h, "cudaMalloc") == NULL; i++)
+    if (names[i] && names[i][0]) {
+      void* l = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
+      if (l) h = l;
+    }
+  *(void**)&cu.setDevice = dlsym(h, "cudaSetDevice");
+  *(void**)&cu.malloc = dlsym(h, "cudaMalloc");
+  *(void**)&cu.free = dlsym(h, "cudaFree");
+  *(void**)&cu.memcpy = dlsym(h, "cudaMemcpy");
+  if (!cu.setDevice || !cu.malloc || !cu.free || !cu.memcpy) {
+    fprintf(stderr, "anyccl-p2p-bench: --gpu needs a CUDA runtime: set ANYCCL_CUDART to libcudart.so's path\n");
+    exit(2);
+  }
+  if (cu.setDevice(dev) != 0) {
+    fprintf(stderr, "anyccl-p2p-bench: cudaSetDevice(%d) failed\n", dev);
+    exit(2);
+  }
+}
+
 static void usage(void) {
   fprintf(stderr, "usage: anyccl-p2p-bench server|client HOST [--channels N] [--chunk B] [--window N] [--ifaces a,b]\n"
-                  "       [--device D] [--size B | --min B --max B] [--iters N] [--lat-iters N] [--port P] [--tcp] [--check]\n");
+                  "       [--device D] [--gpu] [--size B | --min B --max B] [--iters N] [--lat-iters N] [--port P] [--tcp]\n"
+                  "       [--check]\n");
   exit(1);
 }
 
@@ -190,6 +225,7 @@ int main(int argc, char** argv) {
     const char* v = a + 1 < argc ? argv[a + 1] : NULL;
     if (!strcmp(k, "--tcp")) o.tcp = 1;
     else if (!strcmp(k, "--check")) o.check = 1;
+    else if (!strcmp(k, "--gpu")) o.gpu = 1;
     else if (v == NULL) usage();
     else if (!strcmp(k, "--channels")) o.channels = atoi(v), a++;
     else if (!strcmp(k, "--chunk")) o.chunk = parseSize(v), a++;
@@ -204,9 +240,17 @@ int main(int argc, char** argv) {
     else if (!strcmp(k, "--port")) o.port = atoi(v), a++;
     else usage();
   }
-  if (o.iters < 1 || o.min > o.max) usage();
-  char* buf = malloc(o.max ? o.max : 1);
-  for (size_t i = 0; i < o.max; i++) buf[i] = (char)(i * 131 + 7);
+  if (o.iters < 1 || o.min > o.max || (o.gpu && o.tcp)) usage();
+  char* host = malloc(o.max ? o.max : 1);
+  for (size_t i = 0; i < o.max; i++) host[i] = (char)(i * 131 + 7);
+  char* buf = host;
+  if (o.gpu) { /* before the endpoint: it looks for the runtime when created */
+    gpuInit(o.device < 0 ? 0 : o.device);
+    if (cu.malloc((void**)&buf, o.max ? o.max : 1) != 0 || cu.memcpy(buf, host, o.max, 4) != 0) {
+      fprintf(stderr, "anyccl-p2p-bench: cudaMalloc/cudaMemcpy of %zu bytes failed\n", o.max);
+      exit(2);
+    }
+  }
   int fd = oob(o.server, o.host, o.port);
   anycclP2pEndpoint_t ep = NULL;
   anycclP2pConn_t c = NULL;
@@ -218,7 +262,7 @@ int main(int argc, char** argv) {
     cfg.chunkBytes = o.chunk;
     cfg.window = o.window;
     cfg.ifname = o.ifaces;
-    CK(anycclP2pEndpointCreate(o.device, &cfg, &ep));
+    CK(anycclP2pEndpointCreate(o.gpu && o.device < 0 ? 0 : o.device, &cfg, &ep));
     anycclP2pHandle_t h;
     if (o.server) {
       CK(anycclP2pListen(ep, &h));
@@ -231,16 +275,18 @@ int main(int argc, char** argv) {
     CK(anycclP2pConnInfo(c, &nch, &chunk, &win));
   }
   printf("# anyccl-p2p-bench %s: %s", o.server ? "server" : "client", o.tcp ? "plain TCP, 1 connection" : "P2P engine");
-  if (!o.tcp) printf(", %d channels, chunk %zu, window %d, ifaces %s", nch, chunk, win, o.ifaces ? o.ifaces : "(default)");
+  if (!o.tcp) printf(", %d channels, chunk %zu, window %d, ifaces %s, %s buffers", nch, chunk, win,
+                     o.ifaces ? o.ifaces : "(default)", o.gpu ? "GPU" : "host");
   printf("\n# %12s %8s %10s %10s\n", "size(B)", "iters", "GB/s", "lat(us)");
   int bad = 0;
   for (size_t s = o.min;; s *= 4) {
     double gbs = 0, lat = 0;
     if (o.tcp) runTcp(&o, fd, buf, s, &gbs, &lat);
     else runP2p(&o, c, buf, s, &gbs, &lat);
+    if (o.check && o.server && o.gpu && cu.memcpy(host, buf, s, 4) != 0) bad++;
     if (o.check && o.server)
       for (size_t i = 0; i < s; i++)
-        if (buf[i] != (char)(i * 131 + 7)) {
+        if (host[i] != (char)(i * 131 + 7)) {
           bad++;
           break;
         }
@@ -253,6 +299,7 @@ int main(int argc, char** argv) {
   if (c) CK(anycclP2pClose(c));
   if (ep) CK(anycclP2pEndpointDestroy(ep));
   close(fd);
-  free(buf);
+  if (o.gpu) cu.free(buf);
+  free(host);
   return bad ? 7 : 0;
 }

@@ -74,7 +74,30 @@ struct ncclWindow_vidmem {
   int lsaRank, lsaSize, worldRank, winFlags;
   void* winHost;                      /* the library's record */
   char* lsaBase[ANYCCL_DEV_MAX_LSA];  /* the window on each LSA peer, mapped here */
+  int ginMem;                         /* its memory in the communicator's GIN proxy (the same id on every
+                                         rank), -1: none (GIN puts into it reach LSA peers only) */
+  int pad;
 };
+
+/* A GIN operation for a rank outside the LSA team (another host), written
+ * by device code into the proxy's descriptor array beside its FIFO entry
+ * (src/backend/cuda_gin.c takes it). 64 bytes. */
+enum { ANYCCL_GIN_PUT = 1, ANYCCL_GIN_PUT_VALUE = 2, ANYCCL_GIN_SIGNAL = 3 };
+struct anycclGinDesc {
+  uint32_t op;
+  int32_t peer;      /* world rank */
+  int32_t dstMem;    /* PUT*: the destination window's ginMem */
+  int32_t devComm;   /* the device communicator's number (its signals and counters) */
+  uint64_t dstOff;
+  uint64_t src;      /* PUT: the source address (this GPU); PUT_VALUE: the value's bytes */
+  uint64_t bytes;
+  uint64_t sigValue; /* added to the peer's signal */
+  int32_t signal;    /* -1: none */
+  int32_t counter;   /* mine, raised once the source was read; -1: none */
+  uint64_t pad;
+};
+/* The FIFO trigger's second word for a GIN descriptor (a custom trigger, committed). */
+#define ANYCCL_GIN_TRIGGER ((0x8ULL << 43) | (1ULL << 63))
 
 typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
 typedef struct ncclTeamRequirements ncclTeamRequirements_t;
@@ -138,14 +161,36 @@ struct ncclDevComm {
   /* anyccl's own */
   ncclDevResourceHandle_t ginSignalsHandle;  /* uint64_t[ginSignalCount] in the resource buffer */
   ncclDevResourceHandle_t ginCountersHandle; /* uint64_t[ginCounterCount] */
-  volatile uint32_t* abortFlag; /* host-mapped: ncclCommAbort sets it, every device wait watches it */
-  volatile uint32_t* errFlag;   /* host-mapped: a device wait that gave up reports here */
-  uint64_t timeoutNs;           /* bound of every device wait (ANYCCL_DEV_TIMEOUT) */
-  void* hostRecord;             /* the library's record (ncclDevCommDestroy) */
+  /* host-mapped: ncclCommAbort sets abortFlag[0], every device wait watches
+   * it; a device wait that gave up reports in abortFlag[1] (the error word) */
+  volatile uint32_t* abortFlag;
+  uint64_t timeoutNs; /* bound of every device wait (ANYCCL_DEV_TIMEOUT) */
   /* The resource window's bases, inline: barriers and signals find their
    * words from the kernel's parameters, with no load of the window first. */
   char* resourceLocal;
   char* resourceLsa[ANYCCL_DEV_INLINE_LSA]; /* LSA peers 0..7; later ones through resourceWindow */
+  /* GIN to ranks outside the LSA team (other hosts), through the
+   * communicator's proxy (src/backend/cuda_gin.c); NULL: none. One pointer,
+   * so that the structure stays small for programs built against NVIDIA's
+   * layout that call ncclDevCommCreate (PyTorch). */
+  const struct anycclGinProxyDev* ginProxy;
+};
+
+/* A device communicator's view of the GIN proxy (device memory, read-only
+ * once made; the pointers are device views). Remote signal adds and the
+ * counters of remote puts land in host words that only the proxy thread
+ * raises: a signal's value is the device word (LSA adds) plus the host word. */
+struct anycclGinProxyDev {
+  uint64_t* fifoTrig;               /* 2 words per entry, host-mapped */
+  unsigned long long* fifoHead;     /* [0] reservations, [1] the tail last read (device memory) */
+  struct anycclGinDesc* descs;      /* one per entry, host-mapped */
+  const uint64_t* tail;             /* entries the proxy took */
+  const uint64_t* done;             /* every entry below it is complete (its source read) */
+  const uint32_t* state;            /* nonzero: the proxy failed */
+  uint64_t* hostSignals;            /* [ginSignalCount], or NULL */
+  uint64_t* hostCounters;           /* [ginCounterCount], or NULL */
+  uint32_t fifoSize;
+  int devCommIndex;
 };
 typedef struct ncclDevComm ncclDevComm_t;
 typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
@@ -241,7 +286,7 @@ NCCL_HOST_DEVICE_INLINE int ncclTeamRankToLsa(ncclDevComm const& c, ncclTeam t, 
 }
 #endif
 
-/* codes in errFlag (the cuda backend's error word; ncclCommGetAsyncError) */
+/* codes in abortFlag[1] (the cuda backend's error word; ncclCommGetAsyncError) */
 enum { ANYCCL_DEV_ERR_TIMEOUT = 16, ANYCCL_DEV_ERR_UNREACHABLE = 17 };
 
 /* ---- windows and pointers (device) --------------------------------------- */
@@ -298,13 +343,13 @@ NCCL_DEVICE_INLINE uint64_t anycclDevNow() {
   return t;
 }
 NCCL_DEVICE_INLINE void anycclDevReport(ncclDevComm const& c, uint32_t err) {
-  if (c.errFlag) atomicCAS((unsigned int*)c.errFlag, 0u, err);
+  if (c.abortFlag) atomicCAS((unsigned int*)c.abortFlag + 1, 0u, err);
 }
 /* Called now and then by a spinning thread: true when it must stop waiting
  * (abort, an earlier failure, or ANYCCL_DEV_TIMEOUT passed since *t0). */
 NCCL_DEVICE_INLINE bool anycclDevGiveUp(ncclDevComm const& c, uint64_t* t0) {
   if (c.abortFlag && *c.abortFlag) return true;
-  if (c.errFlag && *c.errFlag) return true;
+  if (c.abortFlag && c.abortFlag[1]) return true;
   uint64_t now = anycclDevNow();
   if (*t0 == 0) *t0 = now;
   else if (c.timeoutNs && now - *t0 > c.timeoutNs) {

@@ -37,7 +37,6 @@ NCCL_API(ncclResult_t, ncclDevCommCreate,
     outDevComm->rank = comm->rank;
     outDevComm->nRanks = comm->nRanks;
     anycclLsaTeam(comm, &outDevComm->lsaSize, &outDevComm->lsaRank);
-    outDevComm->hostRecord = comm;
     return ncclSuccess;
   }
   return anycclDevCommCreate(comm, reqs, outDevComm);
@@ -50,7 +49,8 @@ NCCL_API(ncclResult_t, ncclDevCommDestroy, (ncclComm_t comm, ncclDevComm_t const
     return ncclInvalidArgument;
   }
   if (!comm->cuda) {
-    if (devComm->hostRecord == comm) return ncclSuccess; /* a trivial one (above) */
+    if (devComm->resourceWindow == NULL && devComm->rank == comm->rank && devComm->nRanks == comm->nRanks)
+      return ncclSuccess; /* a trivial one (above) */
     WARN("ncclDevCommDestroy: devComm %p was not made by ncclDevCommCreate on comm %p", (const void*)devComm,
          (void*)comm);
     return ncclInvalidArgument;

@@ -222,14 +222,7 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo)) {
     ncclGroupEnd();
     return ncclInvalidArgument;
   }
-  /* The sim backend models the group (every rank of each communicator in
-   * it: ncclCommInitAll-style) and launches nothing, as NCCL. Other backends
-   * have no cost model yet: they report unknown and run the group for real,
-   * so that the call keeps its collective meaning. */
-  if (anycclRtInit() == ncclSuccess && anycclRt.kind == ANYCCL_BACKEND_SIM && anycclGroupDepth() == 1) {
-    simInfo->estimatedTime = anycclSimEstimate(anycclGroupTakeComms());
-    return ncclGroupEnd();
-  }
-  simInfo->estimatedTime = NCCL_UNDEF_FLOAT;
-  return ncclGroupEnd();
+  /* Every backend models the group and launches nothing, as NCCL
+   * (sim/estimate.c). */
+  return anycclGroupSimulateEndInternal(simInfo);
 }

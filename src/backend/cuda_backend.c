@@ -39,6 +39,7 @@
 #include "comm.h"
 #include "cuda_exec.h"
 #include "exec.h"
+#include "net.h"
 #include "param.h"
 #include "plan.h"
 #include "rt.h"
@@ -142,7 +143,7 @@ static void setNetConn(struct ncclComm* comm, struct acuConn* d, char* devBlock,
   c->peer = peer;
   c->net = send ? 2 : 1; /* 2: a send end (poisonNetSends) */
   c->fifoIndex = fifoIndex;
-  c->via = "NET/Socket/0";
+  c->via = anycclNetVia();
   ends[i] = (struct anycclNetEnd){c, send, channel};
   /* The FIFO's own head: the kernel and the proxy both use this one block. */
   setConn(d, dev, dev + offsetof(struct anycclFifoCtrl, head), comm, peer);
@@ -236,7 +237,7 @@ static ncclResult_t connTable(struct ncclComm* comm, const int* remote) {
     if (n > 1)
       INFO(NCCL_INIT | NCCL_P2P | NCCL_NET, "Channel %02d/%d : %d[%d] -> %d[%d] via %s", c, comm->nChannels, r,
            comm->cudaDev, next, comm->peerInfo[next].cudaDev,
-           remote[next] ? "NET/Socket/0" : comm->devPeerIpc[next] ? "P2P/IPC" : "P2P/direct pointer");
+           remote[next] ? anycclNetVia() : comm->devPeerIpc[next] ? "P2P/IPC" : "P2P/direct pointer");
   }
   for (int q = 0; q < n; q++) {
     comm->p2pSend[q].peer = comm->p2pRecv[q].peer = q;
@@ -512,25 +513,42 @@ void anycclCudaAbort(struct ncclComm* comm) {
  * graph capture of another thread (PyTorch's watchdog polls from its own). */
 struct mbxScope {
   int mode, saved;
+  void* ctx;    /* the thread's context before (NULL: none) */
+  int ctxKnown; /* ctx was read */
 };
 static struct mbxScope mbxEnter(const struct ncclComm* comm) {
-  struct mbxScope sc = {acuCaptureModeExchange(2 /* cudaStreamCaptureModeRelaxed */), -1};
+  struct mbxScope sc = {acuCaptureModeExchange(2 /* cudaStreamCaptureModeRelaxed */), -1, NULL, 0};
+  /* a thread with no context (not ours: PyTorch's watchdog) gets none back */
+  sc.ctxKnown = acuCtxGet && acuCtxGet(&sc.ctx) == 0;
   acuGetDevice(&sc.saved);
-  if (sc.saved != comm->cudaDev) acuSetDevice(comm->cudaDev);
+  if (sc.saved != comm->cudaDev || (sc.ctxKnown && sc.ctx == NULL)) acuSetDevice(comm->cudaDev);
   return sc;
 }
 static void mbxLeave(const struct ncclComm* comm, struct mbxScope sc) {
-  if (sc.saved >= 0 && sc.saved != comm->cudaDev) acuSetDevice(sc.saved);
+  if (sc.ctxKnown && sc.ctx == NULL) acuCtxSet(NULL);
+  else if (sc.saved >= 0 && sc.saved != comm->cudaDev) acuSetDevice(sc.saved);
   acuCaptureModeExchange(sc.mode);
 }
 
 /* A peer's kernel poisoned this rank's mailbox (its own kernels may have
  * finished before the mismatch was found): an async copy of the word into
  * cuShared->mailbox on a private stream, at most one a millisecond and one at
- * a time, read once it completed. */
+ * a time, read once it completed. Only from a thread that is on the
+ * communicator's device with a context already (the application's): a
+ * thread that is not (PyTorch's watchdog calls ncclCommGetAsyncError) would
+ * make CUDA calls that can wait on the driver for hundreds of ms while it
+ * holds locks the next collective's caller needs (a 199 ms and a 1.2 s call
+ * were measured, stalling eager all-reduces). Such a rank still learns of
+ * the poison from its next collective's kernels, which watch the mailboxes. */
+static int onCommDevice(const struct ncclComm* comm) {
+  int dev = -1;
+  void* ctx = NULL;
+  if (acuGetDevice(&dev) != 0 || dev != comm->cudaDev) return 0;
+  return !(acuCtxGet && acuCtxGet(&ctx) == 0 && ctx == NULL);
+}
 static void mailboxPoll(struct ncclComm* comm) {
   uint32_t no = 0;
-  if (comm->cuMbxStream == NULL || comm->devSeg == NULL ||
+  if (comm->cuMbxStream == NULL || comm->devSeg == NULL || !onCommDevice(comm) ||
       !__atomic_compare_exchange_n(&comm->cuMbxBusy, &no, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return;
   if (comm->cuMbxPending && acuEventQuery(comm->cuMbxEvent) == 0) {

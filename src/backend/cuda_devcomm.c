@@ -11,10 +11,14 @@
  * the GPUs of a communicator), a CUDA IPC mapping of the peer's allocation
  * plus the offset for ranks of other processes. Registration and device
  * communicator creation are collective (a bootstrap all-gather); inside a
- * group they run at its end (anycclGroupAddJob). */
+ * group they run at its end (anycclGroupAddJob).
+ *
+ * GIN to ranks outside the LSA team (other hosts) goes through a proxy of
+ * the communicator (cuda_gin.c): windows join it as they are made. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include "bootstrap.h"
 #include "checks.h"
@@ -132,6 +136,7 @@ struct winMsg {
 };
 
 static void winFree(struct anycclWin* w) {
+  anycclGinUnregister(w->comm, w->rec.ginMem);
   for (int i = 0; i < ANYCCL_DEV_MAX_LSA; i++)
     if (w->opened[i]) ipcClose(w->opened[i]);
   if (w->dev) acuFree(w->dev);
@@ -172,7 +177,7 @@ static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, in
   if (res != ncclSuccess) goto fail;
   w->magic = WIN_MAGIC;
   w->comm = comm;
-  w->rec = (struct ncclWindow_vidmem){buff, size, lsaRank, lsaSize, comm->rank, flags, w, {0}};
+  w->rec = (struct ncclWindow_vidmem){buff, size, lsaRank, lsaSize, comm->rank, flags, w, {0}, -1, 0};
   for (int i = 0; i < lsaSize; i++) {
     int q = comm->rank - lsaRank + i;
     const struct winMsg* m = &all[q];
@@ -198,6 +203,8 @@ static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, in
       w->rec.lsaBase[i] = peerBase + m->offset;
     }
   }
+  /* the GIN proxy's memory id: the same on every rank (this is collective) */
+  if ((res = anycclGinRegister(comm, buff, size, &w->rec.ginMem)) != ncclSuccess) goto fail;
   int e = acuMalloc((void**)&w->dev, sizeof(w->rec));
   if (e == 0) e = acuMemcpyHtoD(w->dev, &w->rec, sizeof(w->rec));
   if (e != 0) {
@@ -334,6 +341,29 @@ static ncclResult_t place(size_t* top, size_t bytes, size_t align, ncclDevResour
   return ncclSuccess;
 }
 
+/* Windows made before the communicator had a GIN proxy join it now, in list
+ * order (the same on every rank); their device records learn the id. */
+static ncclResult_t ginRegisterWin(struct ncclComm* comm, struct anycclWin* w) {
+  if (w == NULL || w->rec.ginMem >= 0) return ncclSuccess;
+  NCCLCHECK(anycclGinRegister(comm, w->rec.localBase, w->rec.size, &w->rec.ginMem));
+  int e = acuMemcpyHtoD(&w->dev->ginMem, &w->rec.ginMem, sizeof(w->rec.ginMem));
+  if (e != 0) {
+    WARN("ncclDevCommCreate: updating a window's device record: %s (%d)", acuErrorString(e), e);
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t ginRegisterAll(struct ncclComm* comm, struct anycclDevRec* d) {
+  ncclResult_t r = ncclSuccess;
+  pthread_mutex_lock(&comm->lock);
+  for (struct anycclWin* w = comm->windows; w && r == ncclSuccess; w = w->next) r = ginRegisterWin(comm, w);
+  for (struct anycclDevRec* o = comm->devComms; o && r == ncclSuccess; o = o->next) r = ginRegisterWin(comm, o->resWin);
+  pthread_mutex_unlock(&comm->lock);
+  if (r == ncclSuccess) r = ginRegisterWin(comm, d->resWin);
+  return r;
+}
+
 static int needsGin(const ncclDevCommRequirements_t* r) {
   int gin = r->ginForceEnable || r->ginSignalCount > 0 || r->ginCounterCount > 0 || r->railGinBarrierCount > 0 ||
             r->barrierCount > 0;
@@ -358,13 +388,8 @@ static ncclResult_t devCreate(struct ncclComm* comm, const ncclDevCommRequiremen
       WARN("ncclDevCommCreate: teamRequirementsList asks for multimem: anyccl creates no multicast objects");
       return ncclInvalidUsage;
     }
-  if (needsGin(r) && rail.nRanks > 1) {
-    WARN("ncclDevCommCreate: GIN (barrierCount, railGinBarrierCount, ginSignalCount, ginCounterCount, ginForceEnable) "
-         "across hosts is not implemented yet: this communicator spans %d hosts (LSA teams of %d ranks); use LSA "
-         "barriers and pointers, or keep the communicator on one host",
-         rail.nRanks, lsaSize);
-    return ncclInvalidUsage;
-  }
+  int ginHosts = needsGin(r) && rail.nRanks > 1; /* GIN to other hosts: through the proxy (cuda_gin.c) */
+  int index = comm->nDevCommsMade++;
   memset(out, 0, sizeof(*out));
   out->rank = comm->rank;
   out->nRanks = comm->nRanks;
@@ -426,6 +451,9 @@ static ncclResult_t devCreate(struct ncclComm* comm, const ncclDevCommRequiremen
   /* Nobody writes into a peer's resource buffer before it is cleared and mapped everywhere. */
   ncclResult_t br = bootstrapBarrier(comm->bootstrap, 0x7d31);
   if (res == ncclSuccess) res = br;
+  if (res == ncclSuccess && ginHosts) res = anycclGinSetup(comm);
+  if (res == ncclSuccess && ginHosts) res = ginRegisterAll(comm, d);
+  if (res == ncclSuccess && ginHosts) res = anycclGinAttach(comm, index, nSignals, nCounters, out);
   if (res != ncclSuccess) {
     devRecFree(d);
     return res;
@@ -434,10 +462,14 @@ static ncclResult_t devCreate(struct ncclComm* comm, const ncclDevCommRequiremen
   out->resourceLocal = d->resWin->rec.localBase;
   for (int i = 0; i < ANYCCL_DEV_INLINE_LSA; i++) out->resourceLsa[i] = i < lsaSize ? d->resWin->rec.lsaBase[i] : NULL;
   out->ginSignalShadows = d->shadows;
+  /* NVIDIA's 2.28 ncclDevComm is 200 bytes: programs built against its
+   * header (PyTorch) pass one of that size to ncclDevCommCreate */
+  _Static_assert(sizeof(struct ncclDevComm) <= 200, "ncclDevComm must not outgrow NVIDIA's 2.28 layout (200 bytes)");
+  /* the device header finds the error word right after the abort flag */
+  _Static_assert(offsetof(struct acuShared, err) == offsetof(struct acuShared, abort) + sizeof(uint32_t),
+                 "ncclDevComm.abortFlag[1] must be acuShared.err");
   out->abortFlag = comm->cuSharedDev ? &comm->cuSharedDev->abort : NULL;
-  out->errFlag = comm->cuSharedDev ? &comm->cuSharedDev->err : NULL;
   out->timeoutNs = (uint64_t)anycclTimeoutSec(PARAM_DEV_TIMEOUT) * 1000000000ull;
-  out->hostRecord = d;
   pthread_mutex_lock(&comm->lock);
   d->next = comm->devComms;
   comm->devComms = d;
@@ -475,7 +507,7 @@ ncclResult_t anycclDevCommDestroy(struct ncclComm* comm, const ncclDevComm_t* dc
   struct anycclDevRec* found = NULL;
   pthread_mutex_lock(&comm->lock);
   for (struct anycclDevRec** pd = &comm->devComms; *pd; pd = &(*pd)->next)
-    if (*pd == dc->hostRecord) {
+    if ((*pd)->resWin && (*pd)->resWin->dev == dc->resourceWindow) { /* the window is its own */
       found = *pd;
       *pd = found->next;
       break;
@@ -497,6 +529,7 @@ ncclResult_t anycclDevCommDestroy(struct ncclComm* comm, const ncclDevComm_t* dc
 
 /* Communicator teardown (comm->cudaDev current). */
 void anycclDevFreeAll(struct ncclComm* comm) {
+  anycclGinFree(comm); /* its proxy thread first: it reads windows and host words */
   while (comm->devComms) {
     struct anycclDevRec* d = comm->devComms;
     comm->devComms = d->next;

@@ -141,3 +141,110 @@ ncclResult_t anycclRtInit(void) {
   pthread_once(&rtOnce, rtLoad);
   return rtResult;
 }
+
+/* ---- staging copies (rt.h, struct anycclRtCopy) ---- */
+static struct anycclRtCopy copyOps;
+static ncclResult_t copyResult = ncclSuccess;
+static pthread_once_t copyOnce = PTHREAD_ONCE_INIT;
+
+/* the cuda backend: our static runtime (src/cuda/rt.cu) */
+static int cuStreamCreate(cudaStream_t* s) { return acuStreamCreateNonBlocking((void**)s); }
+static int cuStreamDestroy(cudaStream_t s) { return acuStreamDestroy(s); }
+static int cuStreamSync(cudaStream_t s) { return acuStreamSynchronize(s); }
+static int cuEventCreate(cudaEvent_t* ev) { return acuEventCreateWithFlags((void**)ev, 2 /* DisableTiming */); }
+static int cuEventRecord(cudaEvent_t ev, cudaStream_t s) { return acuEventRecord(ev, s); }
+static int cuEventQuery(cudaEvent_t ev) { return acuEventQuery(ev); }
+static int cuEventDestroy(cudaEvent_t ev) { return acuEventDestroy(ev); }
+static int cuMemcpyAsync(void* d, const void* s, size_t n, cudaStream_t st) { return acuMemcpyAsync(d, s, n, st); }
+static int cuHostAlloc(void** p, size_t n) {
+  void* dev = NULL;
+  return acuHostAllocMapped(p, &dev, n);
+}
+static int cuIsDevice(const void* p) { return acuPointerIsDevice(p, NULL); }
+static int cuLaunchHostFunc(cudaStream_t s, anycclHostFn fn, void* arg) { return acuLaunchHostFunc(s, fn, arg); }
+
+/* the cpu backend: anyccl-cpu's CUDA runtime API, found by name */
+static int (*cpMemcpyAsyncFn)(void*, const void*, size_t, int, cudaStream_t);
+static int (*cpStreamCreateFn)(cudaStream_t*, unsigned);
+static int (*cpEventCreateFn)(cudaEvent_t*, unsigned);
+static int (*cpHostAllocFn)(void**, size_t, unsigned);
+static int (*cpPointerAttrFn)(void*, const void*);
+static int (*cpGetLastErrorFn)(void);
+static int cpMemcpyAsync(void* d, const void* s, size_t n, cudaStream_t st) { return cpMemcpyAsyncFn(d, s, n, 4, st); }
+static int cpStreamCreate(cudaStream_t* s) { return cpStreamCreateFn(s, 1 /* NonBlocking */); }
+static int cpEventCreate(cudaEvent_t* ev) { return cpEventCreateFn(ev, 2 /* DisableTiming */); }
+static int cpHostAlloc(void** p, size_t n) { return cpHostAllocFn(p, n, 0); }
+static int cpIsDevice(const void* p) {
+  struct { /* cudaPointerAttributes, with room to spare */
+    int type, device;
+    void *devicePointer, *hostPointer;
+    long reserved[16];
+  } a;
+  memset(&a, 0, sizeof(a));
+  if (cpPointerAttrFn(&a, p) != 0) {
+    if (cpGetLastErrorFn) cpGetLastErrorFn();
+    return 0;
+  }
+  return a.type == 2 /* Device */ || a.type == 3 /* Managed */;
+}
+
+static void copyLoad(void) {
+  struct anycclRtCopy o = {0};
+  if ((copyResult = anycclRtInit()) != ncclSuccess) return;
+  o.errorString = anycclRt.getErrorString;
+  o.getDevice = anycclRt.getDevice;
+  o.setDevice = anycclRt.setDevice;
+  if (anycclRt.kind == ANYCCL_BACKEND_CUDA) {
+    if (acuMemcpyAsync == NULL || acuPointerIsDevice == NULL) {
+      WARN("P2P: this libnccl's CUDA runtime part lacks asynchronous copies (rebuild it)");
+      copyResult = ncclSystemError;
+      return;
+    }
+    o.memcpyAsync = cuMemcpyAsync, o.streamCreate = cuStreamCreate, o.streamDestroy = cuStreamDestroy;
+    o.streamSynchronize = cuStreamSync, o.eventCreate = cuEventCreate, o.eventRecord = cuEventRecord;
+    o.eventQuery = cuEventQuery, o.eventDestroy = cuEventDestroy, o.hostAlloc = cuHostAlloc;
+    o.freeHost = acuFreeHost, o.isDevice = cuIsDevice, o.launchHostFunc = cuLaunchHostFunc;
+    copyOps = o;
+    return;
+  }
+  const char* missing = NULL;
+#define COPY_SYM(var, sym)                      \
+  do {                                          \
+    *(void**)&(var) = lookup(sym);              \
+    if ((var) == NULL && missing == NULL) missing = sym; \
+  } while (0)
+  COPY_SYM(cpMemcpyAsyncFn, "cudaMemcpyAsync");
+  COPY_SYM(cpStreamCreateFn, "cudaStreamCreateWithFlags");
+  COPY_SYM(cpEventCreateFn, "cudaEventCreateWithFlags");
+  COPY_SYM(cpHostAllocFn, "cudaHostAlloc");
+  COPY_SYM(cpPointerAttrFn, "cudaPointerGetAttributes");
+  COPY_SYM(o.streamDestroy, "cudaStreamDestroy");
+  COPY_SYM(o.streamSynchronize, "cudaStreamSynchronize");
+  COPY_SYM(o.eventRecord, "cudaEventRecord");
+  COPY_SYM(o.eventQuery, "cudaEventQuery");
+  COPY_SYM(o.eventDestroy, "cudaEventDestroy");
+  COPY_SYM(o.freeHost, "cudaFreeHost");
+#undef COPY_SYM
+  *(void**)&cpGetLastErrorFn = lookup("cudaGetLastError");
+  o.launchHostFunc = anycclRt.launchHostFunc;
+  if (missing || o.launchHostFunc == NULL || o.getDevice == NULL) {
+    WARN("P2P: the CUDA runtime in this process (%s) lacks %s, which bounce buffers need", anycclRt.name,
+         missing ? missing : "cudaLaunchHostFunc");
+    copyResult = ncclSystemError;
+    return;
+  }
+  o.memcpyAsync = cpMemcpyAsync, o.streamCreate = cpStreamCreate, o.eventCreate = cpEventCreate;
+  o.hostAlloc = cpHostAlloc, o.isDevice = cpIsDevice;
+  copyOps = o;
+}
+
+int anycclRtCudaBackend(void) {
+  if (lookup("anycclCpuRuntimeVersion") != NULL || acuDeviceCount == NULL) return 0;
+  return anycclRtInit() == ncclSuccess && anycclRt.kind == ANYCCL_BACKEND_CUDA;
+}
+
+ncclResult_t anycclRtCopyOps(const struct anycclRtCopy** ops) {
+  pthread_once(&copyOnce, copyLoad);
+  *ops = copyResult == ncclSuccess ? &copyOps : NULL;
+  return copyResult;
+}

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 #include "checks.h"
 #include "param.h"
 #include "comm.h"
@@ -41,12 +43,6 @@ struct groupJob {
 static __thread struct groupJob *groupJobs, *groupJobsTail;
 
 int anycclGroupDepth(void) { return groupDepth; }
-/* ncclGroupSimulateEnd: the open group's communicators (tasks still on them), taken out of the group. */
-struct ncclComm* anycclGroupTakeComms(void) {
-  struct ncclComm* c = groupComms;
-  groupComms = NULL;
-  return c;
-}
 void anycclGroupSetError(ncclResult_t err) {
   if (groupDepth > 0 && groupError == ncclSuccess) groupError = err;
 }
@@ -188,9 +184,10 @@ static int p2pDepends(const struct ncclComm* comm, struct anycclTask* const* ear
 /* ---- host-time profile ---------------------------------------------------------- */
 static int profOn; /* ANYCCL_PROFILE_HOST, read once (profInitOnce) */
 static pthread_once_t profOnce = PTHREAD_ONCE_INIT;
-static uint64_t profNs[PROF_COUNT], profCalls[PROF_COUNT];
+static uint64_t profNs[PROF_COUNT], profCalls[PROF_COUNT], profMax[PROF_COUNT];
 static const char* profNames[PROF_COUNT] = {"submit (check+enqueue)", "group end (all)", "build plan", "set device",
-                                            "encode phases", "kernel launches", "stream order", "free plan+tasks"};
+                                            "encode phases", "kernel launches", "stream order", "free plan+tasks",
+                                            "ncclCommGetAsyncError"};
 
 uint64_t anycclProfNow(void) {
   if (!__atomic_load_n(&profOn, __ATOMIC_RELAXED)) return 0;
@@ -200,16 +197,21 @@ uint64_t anycclProfNow(void) {
 }
 void anycclProfAdd(int section, uint64_t since) {
   if (!__atomic_load_n(&profOn, __ATOMIC_RELAXED)) return;
-  __atomic_fetch_add(&profNs[section], anycclProfNow() - since, __ATOMIC_RELAXED);
+  const uint64_t ns = anycclProfNow() - since;
+  __atomic_fetch_add(&profNs[section], ns, __ATOMIC_RELAXED);
   __atomic_fetch_add(&profCalls[section], 1, __ATOMIC_RELAXED);
+  uint64_t m = __atomic_load_n(&profMax[section], __ATOMIC_RELAXED);
+  while (ns > m && !__atomic_compare_exchange_n(&profMax[section], &m, ns, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
 }
 static void profReport(void) {
-  fprintf(stderr, "anyccl host profile (ANYCCL_PROFILE_HOST): section, calls, mean us\n");
+  fprintf(stderr, "anyccl host profile (ANYCCL_PROFILE_HOST), pid %d: section, calls, mean us, max us\n", (int)getpid());
   for (int i = 0; i < PROF_COUNT; i++) {
     uint64_t calls = __atomic_load_n(&profCalls[i], __ATOMIC_RELAXED);
     if (calls)
-      fprintf(stderr, "  %-24s %10llu %8.3f\n", profNames[i], (unsigned long long)calls,
-              __atomic_load_n(&profNs[i], __ATOMIC_RELAXED) / 1e3 / calls);
+      fprintf(stderr, "  %-24s %10llu %8.3f %10.1f\n", profNames[i], (unsigned long long)calls,
+              __atomic_load_n(&profNs[i], __ATOMIC_RELAXED) / 1e3 / calls,
+              __atomic_load_n(&profMax[i], __ATOMIC_RELAXED) / 1e3);
   }
 }
 static void profInitOnce(void) {
@@ -401,7 +403,10 @@ static void* runInit(void* arg) {
   return NULL;
 }
 
-ncclResult_t anycclGroupEndInternal(void) {
+/* sim NULL: ncclGroupEnd; else ncclGroupSimulateEnd (NCCL's group.cc:
+ * an inner end only closes its level; the outermost one runs the group's
+ * inits and jobs, then estimates the tasks and launches none). */
+static ncclResult_t groupEnd(ncclSimInfo_t* sim) {
   if (groupDepth == 0) {
     WARN("ncclGroupEnd: not in a group; every ncclGroupEnd needs an earlier ncclGroupStart");
     return ncclInvalidUsage;
@@ -436,6 +441,18 @@ ncclResult_t anycclGroupEndInternal(void) {
   int saved = -1;
   if (comms) anycclRt.getDevice(&saved);
   int cur = saved;
+  if (sim) {
+    float us = 0;
+    if (res == ncclSuccess) res = anycclSimEstimateGroup(comms, &us);
+    for (struct ncclComm* c = comms; c; c = c->groupNext) { /* after an error: dropped, as a real end does */
+      freeTasks(c->taskHead);
+      c->taskHead = c->taskTail = NULL;
+      c->inGroupList = 0;
+    }
+    if (res == ncclSuccess && sim->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float))
+      sim->estimatedTime = us;
+    return res;
+  }
   int spread = res == ncclSuccess && launchSpread(comms, &cur, &res);
   for (struct ncclComm* c = spread ? NULL : comms; c;) {
     struct ncclComm* next = c->groupNext;
@@ -457,3 +474,6 @@ ncclResult_t anycclGroupEndInternal(void) {
   if (comms) anycclProfAdd(PROF_GROUPEND, t0);
   return res;
 }
+
+ncclResult_t anycclGroupEndInternal(void) { return groupEnd(NULL); }
+ncclResult_t anycclGroupSimulateEndInternal(ncclSimInfo_t* sim) { return groupEnd(sim); }

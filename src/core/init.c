@@ -739,7 +739,10 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * a
     WARN("ncclCommGetAsyncError: asyncError is NULL");
     return ncclInvalidArgument;
   }
+  anycclProfInit();
+  const uint64_t t0 = anycclProfNow();
   ncclResult_t kernelErr = comm->exec ? comm->exec->asyncError(comm) : ncclSuccess;
+  anycclProfAdd(PROF_ASYNCERR, t0);
   if (kernelErr != ncclSuccess) anycclCommSetError(comm, kernelErr);
   *asyncError = __atomic_load_n(&comm->asyncResult, __ATOMIC_ACQUIRE);
   if (*asyncError != ncclInProgress) joinInit(comm);

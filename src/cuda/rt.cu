@@ -19,6 +19,35 @@ int acuDeviceCount(void) {
 const char* acuErrorString(int err) { return cudaGetErrorString((cudaError_t)err); }
 int acuGetDevice(int* dev) { return cudaGetDevice(dev); }
 int acuSetDevice(int dev) { return cudaSetDevice(dev); }
+
+/* The calling thread's current context (NULL: it never used CUDA), read and
+ * set through the driver's entry points, so that a library call made on a
+ * thread that is not ours (PyTorch's watchdog calling
+ * ncclCommGetAsyncError) leaves it as it found it: switching such a thread
+ * "back" with cudaSetDevice(0) would create device 0's context in this
+ * process, some 200 ms during which other threads' CUDA calls wait. */
+typedef int (*ctxGetFn)(void**);
+typedef int (*ctxSetFn)(void*);
+static void* driverFn(const char* name) {
+  void* fn = NULL;
+  cudaDriverEntryPointQueryResult q;
+#if CUDART_VERSION >= 12050
+  if (cudaGetDriverEntryPointByVersion(name, &fn, 4000, cudaEnableDefault, &q) != cudaSuccess) fn = NULL;
+#else
+  if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) != cudaSuccess) fn = NULL;
+#endif
+  if (fn == NULL) cudaGetLastError();
+  return fn;
+}
+int acuCtxGet(void** ctx) {
+  static ctxGetFn get = (ctxGetFn)driverFn("cuCtxGetCurrent");
+  *ctx = NULL;
+  return get ? get(ctx) : (int)cudaErrorNotSupported;
+}
+int acuCtxSet(void* ctx) {
+  static ctxSetFn set = (ctxSetFn)driverFn("cuCtxSetCurrent");
+  return set ? set(ctx) : (int)cudaErrorNotSupported;
+}
 int acuGetDeviceCount(int* n) { return cudaGetDeviceCount(n); }
 int acuDeviceGetPCIBusId(char* busId, int len, int dev) { return cudaDeviceGetPCIBusId(busId, len, dev); }
 int acuLaunchHostFunc(void* stream, void (*fn)(void*), void* arg) {

@@ -162,6 +162,8 @@ struct ncclComm {
   int cuEventValid;              /* cuOrderEvent marks the last launch (it was not captured) */
   struct anycclWin* windows;     /* device API windows (backend/cuda_devcomm.c) */
   struct anycclDevRec* devComms; /* device communicators */
+  struct anycclGinHost* gin;     /* GIN to other hosts: the proxy of the device communicators (backend/cuda_gin.c) */
+  int nDevCommsMade;             /* device communicators made so far (their GIN numbers) */
   struct anycclSimWorld* sim;    /* sim backend: the process-wide world of this communicator */
   struct anycclTraceBuf* trace;  /* ANYCCL_TRACE records (cpu, cuda), written at destroy; or NULL */
   int tracePid;                  /* this rank's pid in the trace */
@@ -173,7 +175,7 @@ struct ncclComm {
 
 /* Host-time profile of launches (ANYCCL_PROFILE_HOST=1; group.c). A
  * section's nanoseconds are added with anycclProfAdd(section, since). */
-enum { PROF_SUBMIT, PROF_GROUPEND, PROF_BUILD, PROF_SETDEV, PROF_ENCODE, PROF_KERNEL, PROF_ORDER, PROF_FREE, PROF_COUNT };
+enum { PROF_SUBMIT, PROF_GROUPEND, PROF_BUILD, PROF_SETDEV, PROF_ENCODE, PROF_KERNEL, PROF_ORDER, PROF_FREE, PROF_ASYNCERR, PROF_COUNT };
 uint64_t anycclProfNow(void);
 void anycclProfAdd(int section, uint64_t since);
 void anycclProfInit(void);
@@ -193,6 +195,15 @@ ncclResult_t anycclDevCommCreate(struct ncclComm* comm, const struct ncclDevComm
                                  struct ncclDevComm* out);
 ncclResult_t anycclDevCommDestroy(struct ncclComm* comm, const struct ncclDevComm* devComm);
 void anycclLsaTeam(const struct ncclComm* comm, int* lsaSize, int* lsaRank);
+/* GIN to other hosts through the proxy (backend/cuda_gin.c): setup is
+ * collective (once per communicator); windows are registered in the same
+ * order on every rank (*mem -1 while the communicator has no GIN proxy). */
+ncclResult_t anycclGinSetup(struct ncclComm* comm);
+ncclResult_t anycclGinRegister(struct ncclComm* comm, void* ptr, size_t bytes, int* mem);
+void anycclGinUnregister(struct ncclComm* comm, int mem);
+ncclResult_t anycclGinAttach(struct ncclComm* comm, int index, int nSignals, int nCounters, struct ncclDevComm* out);
+void anycclGinFree(struct ncclComm* comm);
+struct anycclProxyService* anycclGinService(struct ncclComm* comm); /* its proxy service, or NULL */
 /* [p, p + bytes) inside an NCCL_WIN_COLL_SYMMETRIC window whose team is the
  * whole communicator: peer[q] = the same place on rank q, as mapped here. */
 int anycclWinSymmetric(struct ncclComm* comm, const void* p, size_t bytes, char** peer);
@@ -298,11 +309,13 @@ ncclResult_t anycclEnqueue(struct ncclComm* comm, const struct anycclTask* task)
 ncclResult_t anycclGroupStartInternal(void);
 ncclResult_t anycclGroupEndInternal(void);
 int anycclGroupDepth(void);
-struct ncclComm* anycclGroupTakeComms(void); /* linked by groupNext */
-/* sim backend: the modelled time (us) of the tasks on these communicators,
- * which it frees without launching; NCCL_UNDEF_FLOAT unless every rank of
- * each communicator is among them. */
-float anycclSimEstimate(struct ncclComm* comms);
+/* ncclGroupSimulateEnd: the group ends as ncclGroupEnd, but its tasks are
+ * modelled (the estimate into simInfo->estimatedTime) instead of launched. */
+ncclResult_t anycclGroupSimulateEndInternal(ncclSimInfo_t* simInfo);
+/* The modelled time (us) of the tasks on these communicators (linked by
+ * groupNext), on any backend (sim/estimate.c); frees the tasks, launches
+ * nothing. */
+ncclResult_t anycclSimEstimateGroup(struct ncclComm* comms, float* us);
 void anycclGroupSetError(ncclResult_t err);
 /* Defer an init to the end of the group (ncclCommInitRank inside a group). */
 ncclResult_t anycclGroupAddInit(struct ncclComm* comm, void* (*fn)(void*), void* arg);

@@ -301,6 +301,8 @@ ACU_FN int acuDeviceCount(void); /* 0 when there is no driver or no GPU */
 ACU_FN const char* acuErrorString(int err);
 ACU_FN int acuGetDevice(int* dev);
 ACU_FN int acuSetDevice(int dev);
+ACU_FN int acuCtxGet(void** ctx); /* the thread's current context, NULL if none */
+ACU_FN int acuCtxSet(void* ctx);
 ACU_FN int acuGetDeviceCount(int* n);
 ACU_FN int acuDeviceGetPCIBusId(char* busId, int len, int dev);
 ACU_FN int acuLaunchHostFunc(void* stream, void (*fn)(void*), void* arg);

@@ -67,7 +67,22 @@ typedef struct {
    * that one (a returned buffer has room for `size` bytes). Called with the
    * table's locks held, on any thread. */
   void (*setPick)(void* recvComm, void* (*pick)(void* arg, void* posted, size_t size, uint32_t tag), void* arg);
+  /* may be NULL (then connect and accept block until done): one attempt
+   * each, *comm left NULL while the connection is not up yet. A table that
+   * has them (NCCL plugins) may finish a connect only once the peer has
+   * called accept, so callers step every pending connect and accept in turn
+   * (anycclNetConnectAll) instead of blocking in one of them. */
+  ncclResult_t (*connectStep)(int dev, void* handle, void** sendComm); /* handle: kept between steps (plugins keep state in it) */
+  ncclResult_t (*acceptStep)(void* listenComm, void** recvComm);
 } anycclNet_t;
+
+/* Connects sendComms[i] to handles[i] (device 0) and accepts recvComms[j]
+ * on listenComms[j] (nSend and nRecv of them), stepping all of them in turn
+ * when the table has connectStep/acceptStep; bounded by the bootstrap
+ * timeout, ends when *abortFlag is set. */
+ncclResult_t anycclNetConnectAll(const anycclNet_t* net, int nSend, char (*handles)[ANYCCL_NET_HANDLE_MAXSIZE],
+                                 void** sendComms, int nRecv, void** listenComms, void** recvComms,
+                                 volatile uint32_t* abortFlag);
 
 /* Wake the reader of eventfd fd (a completion, a posted slot): only while
  * it sleeps on it (*asleep), when asleep is given. The reader raises
@@ -89,6 +104,8 @@ extern const anycclNet_t anycclNetP2p; /* over the P2P engine (net_p2p.c) */
 /* NCCL_NET_PLUGIN's table (net_plugin.c), NULL when none is set or it
  * failed to load (WARNed once). */
 const anycclNet_t* anycclNetPlugin(void);
+/* "NET/<table>/0": the network transport's name in the logs (the table below). */
+const char* anycclNetVia(void);
 /* The plugin's table if one is loaded, else the one ANYCCL_NET_ENGINE names
  * (socket by default). */
 const anycclNet_t* anycclNetDefault(void);

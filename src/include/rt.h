@@ -55,6 +55,33 @@ struct anycclRt {
 
 extern struct anycclRt anycclRt;
 
+/* Staging copies between host and device (the P2P engine's bounce buffers,
+ * src/p2p/p2p_bounce.c), on both backends: the cuda backend's runtime, or
+ * anyccl-cpu's (its streams run copies and host functions on worker
+ * threads, so they are as asynchronous as a GPU's). */
+struct anycclRtCopy {
+  int (*memcpyAsync)(void* dst, const void* src, size_t n, cudaStream_t s); /* cudaMemcpyDefault */
+  int (*streamCreate)(cudaStream_t* s);                                     /* non-blocking */
+  int (*streamDestroy)(cudaStream_t s);
+  int (*streamSynchronize)(cudaStream_t s);
+  int (*eventCreate)(cudaEvent_t* ev); /* timing disabled */
+  int (*eventRecord)(cudaEvent_t ev, cudaStream_t s);
+  int (*eventQuery)(cudaEvent_t ev); /* 0: complete */
+  int (*eventDestroy)(cudaEvent_t ev);
+  int (*hostAlloc)(void** p, size_t n); /* pinned */
+  int (*freeHost)(void* p);
+  int (*isDevice)(const void* p); /* 1: device or managed memory */
+  int (*launchHostFunc)(cudaStream_t s, anycclHostFn fn, void* arg);
+  int (*getDevice)(int* dev);
+  int (*setDevice)(int dev);
+  const char* (*errorString)(int err);
+};
+/* 1 when the process runs the cuda backend (initialises the runtime table,
+ * quietly: 0 without a runtime or with anyccl-cpu). */
+int anycclRtCudaBackend(void);
+/* The table, or ncclSystemError (one WARN) when the runtime lacks a call. */
+ncclResult_t anycclRtCopyOps(const struct anycclRtCopy** ops);
+
 /* Resolve the runtime once; WARN and fail if the process has none. */
 ncclResult_t anycclRtInit(void);
 int anycclRtSimRequested(void); /* ANYCCL_BACKEND=sim with anyccl-cpu (loads nothing, initialises no CUDA) */

@@ -54,6 +54,10 @@ struct netSendEntry {
   void* hreq;
   void* dreq;
   int state;       /* 0 nothing posted, 1 header posted, 2 all posted */
+  int stageBuf;    /* staged put: its bounce buffer (port_bounce.c), else -1 */
+  void* event;     /* staged put: the copy into the bounce buffer (data sent once it completed) */
+  uint64_t* bump;  /* raised by 1 (release) once the entry completed (GIN counters), or NULL */
+  uint64_t inlineData; /* a put of at most 8 bytes carried here (portNetPutInline) */
 };
 
 struct portConn {
@@ -73,6 +77,12 @@ struct portConn {
   int rkind[NET_RQ];                 /* 0 header, 1 data */
   size_t rsize[NET_RQ];              /* bytes posted */
   int rhead, rcount;
+  uint64_t rstage[NET_RQ];           /* staged receives: the data's entry in the staging queue */
+  int held;                          /* staged receives: a header waits for a bounce buffer or queue room */
+  struct portMsg heldMsg;
+  char* heldPtr;
+  int heldKind, heldSlot;
+  int putDropped;                    /* the last put header received was dropped */
   int peerNslots;                    /* LOCAL/IPC: slots in peerSlots (the peer said) */
   char* discard;                     /* receive room for a put that cannot land */
   uint64_t discardSize;
@@ -83,6 +93,7 @@ struct portConn {
  * value once the operation (and all before it) completed. */
 struct portInflight { void* event; uint64_t seq; uint64_t* store; uint64_t value; };
 #define CUDA_INFLIGHT 64
+#define PORT_MAX_SIDE 7 /* side streams of a proxy (ANYCCL_PORT_CE_STREAMS - 1) */
 
 struct anycclProxyService {
   struct ncclComm* comm;
@@ -130,8 +141,24 @@ struct anycclProxyService {
   double lastPeerCheck;
   /* GPUs: copies on a stream of the proxy, completion by events */
   void* stream;
+  /* GPUs: a put of splitMin bytes or more is cut into 1 + nSide pieces,
+   * copied at once on the proxy stream and nSide side streams that fork
+   * from it and join it again (ANYCCL_PORT_CE_STREAMS) */
+  int nSide;
+  uint64_t splitMin;
+  void* side[PORT_MAX_SIDE];
+  void* joinEv[PORT_MAX_SIDE];
+  void* forkEv;
   struct portInflight inflight[CUDA_INFLIGHT];
   uint64_t infHead, infTail;
+  /* Staging through pinned host bounce buffers to and from the network
+   * (GPUs always; the cpu backend with ANYCCL_PORT_STAGE=1): port_bounce.c */
+  struct portStage* stage;
+  /* Custom messages from peers' proxies (ANYCCL_TRIG_CUSTOM, portNetCustom):
+   * called on the proxy thread once every earlier put of that peer landed. */
+  ncclResult_t (*netHandler)(void* arg, int peer, const struct portMsg* m);
+  void* netHandlerArg;
+  uint64_t curSeq; /* the trigger a custom handler runs for */
 };
 
 /* proxy.c */
@@ -180,13 +207,53 @@ void portFreeHostSems(struct anycclProxyService* s); /* proxy.c: own counters an
  * registered here; DISCARD: a put to memory or bytes not registered here
  * (received into the discard buffer and dropped; *why says what); SIGNAL:
  * semaphore *slot, one of peer's; BAD: the connection fails (*why). */
-enum { PORT_MSG_PUT = 0, PORT_MSG_DISCARD, PORT_MSG_SIGNAL, PORT_MSG_BAD };
+enum { PORT_MSG_PUT = 0, PORT_MSG_DISCARD, PORT_MSG_SIGNAL, PORT_MSG_BAD, PORT_MSG_CUSTOM };
+/* In a custom message's type as its handler gets it: the last put before it
+ * on that connection was dropped (its bytes went nowhere). */
+#define PORT_MSG_AFTER_DROP 0x10000u
 int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* bytes, size_t got, struct portMsg* m,
                     char** ptr, int* slot, char* why, size_t whyLen);
 ncclResult_t portNetConnect(struct anycclProxyService* s, int peer);
 ncclResult_t portNetPut(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const char* src,
                         uint64_t bytes, uint64_t seq);
 ncclResult_t portNetSignal(struct anycclProxyService* s, int peer, int remoteSlot, uint64_t seq);
+/* A custom message (type ANYCCL_TRIG_CUSTOM) for the peer's netHandler; bump: see netSendEntry. */
+ncclResult_t portNetCustom(struct anycclProxyService* s, int peer, const struct portMsg* m, uint64_t seq);
+/* The put's last message raises *bump once it completed (the source was read). */
+ncclResult_t portNetPutBump(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const char* src,
+                            uint64_t bytes, uint64_t seq, uint64_t* bump);
+/* A put of at most 8 bytes whose source is copied now (GIN's put-value). */
+ncclResult_t portNetPutInline(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const void* src,
+                              uint64_t bytes, uint64_t seq);
+/* Queue one message (bounded wait while the queue is full). */
+ncclResult_t portNetQueue(struct anycclProxyService* s, int peer, const struct portMsg* m, const char* data,
+                          uint64_t seq, int stageBuf, void* event, uint64_t* bump);
+
+/* port_bounce.c: puts to and from another host through pinned host bounce
+ * buffers (a bounded pool), copies on streams of the proxy, completion by
+ * events; signals behind a put are applied after its copy completed. */
+int portStageWanted(const struct anycclProxyService* s); /* GPUs, or ANYCCL_PORT_STAGE=1 */
+ncclResult_t portStageInit(struct anycclProxyService* s);  /* once, at the first network connection */
+void portStageFree(struct anycclProxyService* s);
+/* Send side: copy the source into a bounce buffer (waits, bounded, for one) and queue the message. */
+ncclResult_t portStagePut(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const char* src,
+                          uint64_t bytes, uint64_t seq, uint64_t* bump);
+/* Send side: the entry's copy completed (1), not yet (0), failed (-1). */
+int portStageSendReady(struct anycclProxyService* s, struct netSendEntry* e);
+void portStageSendDone(struct anycclProxyService* s, struct netSendEntry* e);
+/* Receive side: a header arrived. PUT: *buf and *entry say where its data goes
+ * (0), or no room now (1: hold the header); SIGNAL, CUSTOM: queued behind the
+ * puts before it (0) or no room (1). -1: error (*err). */
+int portStageHeader(struct anycclProxyService* s, int peer, int kind, const struct portMsg* m, char* dst, int slot,
+                    char** buf, uint64_t* entry, ncclResult_t* err);
+/* Receive side: the data of entry arrived in its bounce buffer: copy it out. */
+ncclResult_t portStageData(struct anycclProxyService* s, uint64_t entry);
+/* Received puts still being copied out (their signals wait): the proxy must not sleep. */
+int portStageBusy(struct anycclProxyService* s);
+/* Retire completed copies and apply the signals behind them; 1 if anything moved. */
+int portStageProgress(struct anycclProxyService* s, ncclResult_t* err);
+/* Apply a signal to my semaphore slot now (cpu: the slot; GPUs: its host counter). */
+void portSignalSlot(struct anycclProxyService* s, int slot);
 /* Moves messages; returns 1 if anything moved. *oldest: lowest trigger still in flight. */
 int portNetProgress(struct anycclProxyService* s, uint64_t* oldest, ncclResult_t* err);
 void portNetClose(struct anycclProxyService* s);

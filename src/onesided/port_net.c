@@ -5,7 +5,8 @@
  * destination memory. A signal is a header alone: messages of a connection
  * complete in order, so the peer bumps its semaphore after every earlier
  * put has landed. A put counts as complete (flush) once its messages have
- * left. */
+ * left. GPUs (and the cpu backend with ANYCCL_PORT_STAGE=1) send from and
+ * receive into pinned host bounce buffers instead (port_bounce.c). */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@ ncclResult_t portNetConnect(struct anycclProxyService* s, int peer) {
     s->net = anycclNetDefault();
     NCCLCHECK(s->net->init());
   }
+  if (portStageWanted(s)) NCCLCHECK(portStageInit(s));
   struct portConn* c = &s->conns[peer];
   char mine[ANYCCL_NET_HANDLE_MAXSIZE], theirs[ANYCCL_NET_HANDLE_MAXSIZE];
   void* listenComm = NULL;
@@ -31,8 +33,9 @@ ncclResult_t portNetConnect(struct anycclProxyService* s, int peer) {
   NCCLCHECK(s->net->listen(0, mine, &listenComm, &comm->abortFlag));
   ncclResult_t r = bootstrapSend(comm->bootstrap, peer, tag, mine, sizeof(mine));
   if (r == ncclSuccess) r = bootstrapRecv(comm->bootstrap, peer, tag, theirs, sizeof(theirs));
-  if (r == ncclSuccess) r = s->net->connect(0, theirs, &c->sendComm, &comm->abortFlag);
-  if (r == ncclSuccess) r = s->net->accept(listenComm, &c->recvComm);
+  if (r == ncclSuccess)
+    r = anycclNetConnectAll(s->net, 1, (char(*)[ANYCCL_NET_HANDLE_MAXSIZE])theirs, &c->sendComm, 1, &listenComm,
+                            &c->recvComm, &comm->abortFlag);
   s->net->closeListen(listenComm);
   if (r != ncclSuccess) {
     WARN("port: rank %d cannot connect to rank %d over the network: %s", s->rank, peer, ncclGetErrorString(r));
@@ -50,12 +53,17 @@ static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclRe
   int moved = 0;
   while (c->sqPosted < c->sqTail) {
     struct netSendEntry* e = &c->sq[c->sqPosted % NET_SQ];
+    if (e->event) { /* staged: its copy into the bounce buffer first */
+      int ready = portStageSendReady(s, e);
+      if (ready < 0) *err = ncclUnhandledCudaError;
+      if (ready <= 0) return moved;
+    }
     if (e->state == 0) {
       if ((*err = net->isend(c->sendComm, &e->msg, sizeof(e->msg), 0, NULL, &e->hreq)) != ncclSuccess) return moved;
       if (e->hreq == NULL) break;
       e->state = 1;
     }
-    if (e->state == 1 && e->msg.size > 0) {
+    if (e->state == 1 && e->msg.type == ANYCCL_TRIG_PUT && e->msg.size > 0) { /* only puts carry data */
       if ((*err = net->isend(c->sendComm, (void*)e->data, e->msg.size, 0, NULL, &e->dreq)) != ncclSuccess)
         return moved;
       if (e->dreq == NULL) break;
@@ -75,13 +83,16 @@ static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclRe
       if ((*err = net->test(e->dreq, &d, NULL)) != ncclSuccess || !d) return moved;
       e->dreq = NULL;
     }
+    portStageSendDone(s, e);
+    if (e->bump) __atomic_add_fetch(e->bump, 1, __ATOMIC_RELEASE);
     c->sqHead++;
     moved = 1;
   }
   return moved;
 }
 
-static ncclResult_t postRecv(struct anycclProxyService* s, struct portConn* c, int kind, void* data, size_t size) {
+static ncclResult_t postRecv(struct anycclProxyService* s, struct portConn* c, int kind, void* data, size_t size,
+                             uint64_t stageEntry) {
   int i = (c->rhead + c->rcount) % NET_RQ;
   if (kind == RQ_HDR) data = &c->rhdr[i], size = sizeof(c->rhdr[i]);
   int tag = 0;
@@ -94,6 +105,7 @@ static ncclResult_t postRecv(struct anycclProxyService* s, struct portConn* c, i
   c->rreq[i] = req;
   c->rkind[i] = kind;
   c->rsize[i] = size;
+  c->rstage[i] = stageEntry;
   c->rcount++;
   return ncclSuccess;
 }
@@ -133,14 +145,46 @@ int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* by
     snprintf(why, whyLen, "rank %d signalled semaphore %u, which is not one of theirs", peer, m->id);
     return PORT_MSG_DISCARD;
   }
+  if (m->type == ANYCCL_TRIG_CUSTOM) {
+    if (s->netHandler) return PORT_MSG_CUSTOM;
+    snprintf(why, whyLen, "rank %d sent a custom message, but this service has no handler for them", peer);
+    return PORT_MSG_DISCARD;
+  }
   snprintf(why, whyLen, "a message of unknown type %u from rank %d", m->type, peer);
   return PORT_MSG_BAD;
+}
+
+/* A parsed header: where its data goes, and its signal or custom message
+ * applied (now, or behind earlier staged puts). 0: done; 1: no room now
+ * (the caller holds the header); -1: error. */
+static int deliver(struct anycclProxyService* s, struct portConn* c, int peer, int kind, const struct portMsg* m,
+                   char* ptr, int slot, ncclResult_t* err) {
+  uint64_t entry = UINT64_MAX;
+  if (kind == PORT_MSG_DISCARD) {
+    ptr = c->discard;
+  } else if (s->stage) {
+    int h = portStageHeader(s, peer, kind, m, ptr, slot, &ptr, &entry, err);
+    if (h != 0) return h;
+  } else if (kind == PORT_MSG_SIGNAL) {
+    portSignalSlot(s, slot);
+  } else if (kind == PORT_MSG_CUSTOM && (*err = s->netHandler(s->netHandlerArg, peer, m)) != ncclSuccess) {
+    return -1;
+  }
+  if (m->type == ANYCCL_TRIG_PUT && m->size > 0 && (*err = postRecv(s, c, RQ_DATA, ptr, m->size, entry)) != ncclSuccess)
+    return -1;
+  if ((*err = postRecv(s, c, RQ_HDR, NULL, 0, UINT64_MAX)) != ncclSuccess) return -1;
+  return 0;
 }
 
 static int progressRecv(struct anycclProxyService* s, struct portConn* c, int peer, ncclResult_t* err) {
   int moved = 0;
   if (c->closed) return 0;
-  if (c->rcount == 0 && (*err = postRecv(s, c, RQ_HDR, NULL, 0)) != ncclSuccess) return 0;
+  if (c->held) { /* a header that found no bounce buffer or queue room before */
+    if (deliver(s, c, peer, c->heldKind, &c->heldMsg, c->heldPtr, c->heldSlot, err) != 0) return 0;
+    c->held = 0;
+    moved = 1;
+  }
+  if (c->rcount == 0 && (*err = postRecv(s, c, RQ_HDR, NULL, 0, UINT64_MAX)) != ncclSuccess) return 0;
   while (c->rcount > 0) {
     int i = c->rhead, d = 0;
     size_t got = 0;
@@ -154,7 +198,10 @@ static int progressRecv(struct anycclProxyService* s, struct portConn* c, int pe
     }
     char why[256];
     if (c->rkind[i] != RQ_HDR) {
-      if (got == c->rsize[i]) continue;
+      if (got == c->rsize[i]) {
+        if (c->rstage[i] != UINT64_MAX && (*err = portStageData(s, c->rstage[i])) != ncclSuccess) return moved;
+        continue;
+      }
       WARN("port proxy of rank %d: a put's data from rank %d arrived short (%zu of %zu bytes); the connection fails",
            s->rank, peer, got, c->rsize[i]);
       *err = ncclRemoteError;
@@ -182,12 +229,20 @@ static int progressRecv(struct anycclProxyService* s, struct portConn* c, int pe
         c->discard = dd;
         c->discardSize = m.size;
       }
-      ptr = c->discard;
     }
-    if (kind == PORT_MSG_SIGNAL) anycclPortHostSignal(&s->slots[slot].value, &s->slots[slot].sleepers);
-    if (m.type == ANYCCL_TRIG_PUT && m.size > 0 && (*err = postRecv(s, c, RQ_DATA, ptr, m.size)) != ncclSuccess)
+    /* a custom message right behind a put that was dropped says so (GIN drops the put's signal) */
+    if (m.type == ANYCCL_TRIG_PUT) c->putDropped = kind == PORT_MSG_DISCARD;
+    if (kind == PORT_MSG_CUSTOM && c->putDropped) m.type |= PORT_MSG_AFTER_DROP;
+    int h = deliver(s, c, peer, kind, &m, ptr, slot, err);
+    if (h < 0) return moved;
+    if (h > 0) { /* hold it: no further receive is posted on this connection until it is delivered */
+      c->held = 1;
+      c->heldMsg = m;
+      c->heldPtr = ptr;
+      c->heldKind = kind;
+      c->heldSlot = slot;
       return moved;
-    if ((*err = postRecv(s, c, RQ_HDR, NULL, 0)) != ncclSuccess) return moved;
+    }
   }
   return moved;
 }
@@ -202,12 +257,13 @@ int portNetProgress(struct anycclProxyService* s, uint64_t* oldest, ncclResult_t
     if (*err == ncclSuccess) moved |= progressRecv(s, c, q, err);
     if (c->sqHead < c->sqTail && c->sq[c->sqHead % NET_SQ].seq < *oldest) *oldest = c->sq[c->sqHead % NET_SQ].seq;
   }
+  if (*err == ncclSuccess) moved |= portStageProgress(s, err);
   return moved;
 }
 
 /* Queue a message; while the queue is full, move messages (bounded). */
-static ncclResult_t sqPush(struct anycclProxyService* s, int peer, const struct portMsg* m, const char* data,
-                           uint64_t seq) {
+ncclResult_t portNetQueue(struct anycclProxyService* s, int peer, const struct portMsg* m, const char* data,
+                          uint64_t seq, int stageBuf, void* event, uint64_t* bump) {
   struct portConn* c = &s->conns[peer];
   uint64_t spins = 0;
   double start = 0;
@@ -232,25 +288,52 @@ static ncclResult_t sqPush(struct anycclProxyService* s, int peer, const struct 
   e->msg = *m;
   e->data = data;
   e->seq = seq;
+  e->stageBuf = stageBuf;
+  e->event = event;
+  e->bump = bump;
   c->sqTail++;
+  return ncclSuccess;
+}
+
+ncclResult_t portNetPutBump(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const char* src,
+                            uint64_t bytes, uint64_t seq, uint64_t* bump) {
+  if (s->stage) return portStagePut(s, peer, remoteId, dstOff, src, bytes, seq, bump);
+  uint64_t o = 0;
+  do { /* a put of 0 bytes still sends its header (the peer checks it) */
+    uint64_t n = bytes - o < s->chunk ? bytes - o : s->chunk;
+    struct portMsg m = {ANYCCL_TRIG_PUT, (uint32_t)remoteId, dstOff + o, n, 0};
+    o += n;
+    NCCLCHECK(portNetQueue(s, peer, &m, src + o - n, seq, -1, NULL, o >= bytes ? bump : NULL));
+  } while (o < bytes);
   return ncclSuccess;
 }
 
 ncclResult_t portNetPut(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const char* src,
                         uint64_t bytes, uint64_t seq) {
-  uint64_t o = 0;
-  do { /* a put of 0 bytes still sends its header (the peer checks it) */
-    uint64_t n = bytes - o < s->chunk ? bytes - o : s->chunk;
-    struct portMsg m = {ANYCCL_TRIG_PUT, (uint32_t)remoteId, dstOff + o, n, 0};
-    NCCLCHECK(sqPush(s, peer, &m, src + o, seq));
-    o += n;
-  } while (o < bytes);
+  return portNetPutBump(s, peer, remoteId, dstOff, src, bytes, seq, NULL);
+}
+
+ncclResult_t portNetPutInline(struct anycclProxyService* s, int peer, int remoteId, uint64_t dstOff, const void* src,
+                              uint64_t bytes, uint64_t seq) {
+  if (bytes > sizeof(uint64_t)) return ncclInternalError;
+  struct portMsg m = {ANYCCL_TRIG_PUT, (uint32_t)remoteId, dstOff, bytes, 0};
+  NCCLCHECK(portNetQueue(s, peer, &m, NULL, seq, -1, NULL, NULL));
+  struct portConn* c = &s->conns[peer];
+  struct netSendEntry* e = &c->sq[(c->sqTail - 1) % NET_SQ];
+  memcpy(&e->inlineData, src, bytes);
+  e->data = (const char*)&e->inlineData;
   return ncclSuccess;
 }
 
 ncclResult_t portNetSignal(struct anycclProxyService* s, int peer, int remoteSlot, uint64_t seq) {
   struct portMsg m = {ANYCCL_TRIG_SIGNAL, (uint32_t)remoteSlot, 0, 0, 0};
-  return sqPush(s, peer, &m, NULL, seq);
+  return portNetQueue(s, peer, &m, NULL, seq, -1, NULL, NULL);
+}
+
+ncclResult_t portNetCustom(struct anycclProxyService* s, int peer, const struct portMsg* m, uint64_t seq) {
+  struct portMsg c = *m; /* size and pad are the handler's (no data follows) */
+  c.type = ANYCCL_TRIG_CUSTOM;
+  return portNetQueue(s, peer, &c, NULL, seq, -1, NULL, NULL);
 }
 
 void portNetClose(struct anycclProxyService* s) {
@@ -262,4 +345,5 @@ void portNetClose(struct anycclProxyService* s) {
     free(c->discard);
     c->sendComm = c->recvComm = NULL;
   }
+  portStageFree(s);
 }

@@ -233,6 +233,31 @@ ncclResult_t portBumpSlot(struct anycclProxyService* s, struct anycclSemSlot* sl
   return ncclSuccess;
 }
 
+/* GPUs: a put on the proxy stream, or cut into pieces over the side
+ * streams: they wait for what the proxy stream holds (earlier puts to the
+ * same bytes land first), and the proxy stream waits for them (the event
+ * that tracks the trigger covers every piece). */
+static ncclResult_t cudaPut(struct anycclProxyService* s, char* dst, const char* src, uint64_t bytes) {
+  cudaStream_t main = (cudaStream_t)s->stream;
+  if (s->nSide == 0 || bytes < s->splitMin) {
+    CUDACHECK(anycclRt.memcpyAsync(dst, src, bytes, main));
+    return ncclSuccess;
+  }
+  uint64_t n = (uint64_t)s->nSide + 1, piece = (bytes / n + 4095) & ~4095ull;
+  CUDACHECK(anycclRt.eventRecord((cudaEvent_t)s->forkEv, main));
+  for (int k = 0; k < s->nSide; k++) {
+    uint64_t off = (uint64_t)(k + 1) * piece;
+    if (off >= bytes) break;
+    uint64_t len = bytes - off < piece ? bytes - off : piece;
+    CUDACHECK(anycclRt.streamWaitEvent((cudaStream_t)s->side[k], (cudaEvent_t)s->forkEv, 0));
+    CUDACHECK(anycclRt.memcpyAsync(dst + off, src + off, len, (cudaStream_t)s->side[k]));
+    CUDACHECK(anycclRt.eventRecord((cudaEvent_t)s->joinEv[k], (cudaStream_t)s->side[k]));
+    CUDACHECK(anycclRt.streamWaitEvent(main, (cudaEvent_t)s->joinEv[k], 0));
+  }
+  CUDACHECK(anycclRt.memcpyAsync(dst, src, piece < bytes ? piece : bytes, main));
+  return ncclSuccess;
+}
+
 static ncclResult_t badTrigger(struct anycclProxyService* s, const char* what, uint64_t value, uint64_t limit) {
   if (!__atomic_exchange_n(&s->warned, 1, __ATOMIC_RELAXED))
     WARN("port proxy of rank %d: invalid trigger: %s (%llu; limit %llu); it was dropped, nothing written (later "
@@ -276,6 +301,7 @@ static ncclResult_t handleTrigger(struct anycclProxyService* s, uint64_t w0, uin
   uint32_t type = t.type;
   if (type & ANYCCL_TRIG_CUSTOM) {
     if (s->handler == NULL) return badTrigger(s, "custom trigger, but the service has no handler", type, 0);
+    s->curSeq = seq;
     ncclResult_t r = s->handler(s->handlerArg, w0, w1);
     if (r != ncclSuccess) portSetError(s, r);
     return ncclSuccess;
@@ -289,7 +315,7 @@ static ncclResult_t handleTrigger(struct anycclProxyService* s, uint64_t w0, uin
     if (dst->kind == MEM_NET) {
       NCCLCHECK(portNetPut(s, dst->owner, dst->ownerId, dstOff, src->ptr + srcOff, bytes, seq));
     } else if (s->cuda) {
-      CUDACHECK(anycclRt.memcpyAsync(dst->ptr + dstOff, src->ptr + srcOff, bytes, (cudaStream_t)s->stream));
+      NCCLCHECK(cudaPut(s, dst->ptr + dstOff, src->ptr + srcOff, bytes));
     } else {
       /* one memcpy for the whole put: glibc picks its large-copy path by
        * size (measured here: 5-6.5 GB/s for 128 MB in one call, 3.3-3.9 in
@@ -361,7 +387,7 @@ static void* proxyMain(void* arg) {
     if (err == ncclSuccess) progressed |= portNetProgress(s, &oldest, &err);
     if (s->cuda) progressed |= cudaProgress(s, &oldest);
     publishDone(s, oldest);
-    if (err != ncclSuccess) {
+    if (err != ncclSuccess && __atomic_load_n(&s->shared->state, __ATOMIC_ACQUIRE) == 0) { /* said once */
       WARN("port proxy of rank %d stops: %s; the service is in error (every call returns it)", s->rank,
            ncclGetErrorString(err));
       portSetState(s, err);
@@ -395,7 +421,7 @@ static void* proxyMain(void* arg) {
     }
     /* Idle: poll a while (GPUs cannot wake us: 20 ms), then sleep on the
      * eventfd that producers (cpu) and the network write. */
-    if (++idle < 2000 || (s->cuda && nowNs() - lastWork < 20000000ull) || oldest < s->tail) {
+    if (++idle < 2000 || (s->cuda && nowNs() - lastWork < 20000000ull) || oldest < s->tail || portStageBusy(s)) {
       if (s->comm->yieldSpin || s->cuda || idle > 100) sched_yield();
       else cpuRelax();
       continue;
@@ -426,12 +452,21 @@ static ncclResult_t allocShared(struct anycclProxyService* s) {
     }
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->shared, (void**)&s->sharedDev, sizeof(*s->shared)));
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->trig, (void**)&s->trigDev, trigBytes));
-    CUDACHECK(anycclRt.malloc((void**)&s->head, 2 * sizeof(uint64_t))); /* head, cached tail */
+    CUDACHECK(anycclRt.malloc((void**)&s->head, 4 * sizeof(uint64_t))); /* head, cached tail, cached done */
     void* unusedDev;
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->sigVals, &unusedDev, CUDA_INFLIGHT * sizeof(uint64_t)));
-    uint64_t zero[2] = {0, 0};
+    uint64_t zero[4] = {0, 0, 0, 0};
     CUDACHECK(anycclRt.memcpy(s->head, zero, sizeof(zero)));
     CUDACHECK(anycclRt.streamCreateNonBlocking((cudaStream_t*)&s->stream));
+    int64_t streams = anycclParamInt(PARAM_PORT_CE_STREAMS);
+    s->nSide = streams < 1 ? 0 : streams > PORT_MAX_SIDE + 1 ? PORT_MAX_SIDE : (int)streams - 1;
+    int64_t splitMin = anycclParamInt(PARAM_PORT_CE_SPLIT_MIN);
+    s->splitMin = splitMin < 65536 ? 65536 : (uint64_t)splitMin;
+    if (s->nSide) CUDACHECK(anycclRt.eventCreateWithFlags((cudaEvent_t*)&s->forkEv, 2 /* disable timing */));
+    for (int k = 0; k < s->nSide; k++) {
+      CUDACHECK(anycclRt.streamCreateNonBlocking((cudaStream_t*)&s->side[k]));
+      CUDACHECK(anycclRt.eventCreateWithFlags((cudaEvent_t*)&s->joinEv[k], 2));
+    }
   } else {
     if (posix_memalign((void**)&s->shared, 4096, sizeof(*s->shared)) != 0 ||
         posix_memalign((void**)&s->trig, 4096, trigBytes) != 0 || posix_memalign((void**)&s->head, 64, 64) != 0) {
@@ -440,7 +475,7 @@ static ncclResult_t allocShared(struct anycclProxyService* s) {
     }
     memset(s->shared, 0, sizeof(*s->shared));
     memset(s->trig, 0, trigBytes);
-    *s->head = 0;
+    memset(s->head, 0, 64);
     s->sharedDev = s->shared;
     s->trigDev = s->trig;
   }
@@ -603,6 +638,11 @@ PORT_API ncclResult_t anycclProxyServiceDestroy(anycclProxyService_t s) {
     for (int i = 0; i < CUDA_INFLIGHT; i++)
       if (s->inflight[i].event) anycclRt.eventDestroy((cudaEvent_t)s->inflight[i].event);
     if (s->stream) anycclRt.streamDestroy((cudaStream_t)s->stream);
+    for (int k = 0; k < PORT_MAX_SIDE; k++) {
+      if (s->side[k]) anycclRt.streamDestroy((cudaStream_t)s->side[k]);
+      if (s->joinEv[k]) anycclRt.eventDestroy((cudaEvent_t)s->joinEv[k]);
+    }
+    if (s->forkEv) anycclRt.eventDestroy((cudaEvent_t)s->forkEv);
     if (s->shared) anycclRt.freeHost(s->shared);
     if (s->trig) anycclRt.freeHost(s->trig);
     if (s->head) anycclRt.free(s->head);

@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include "bootstrap.h"
 #include "checks.h"
+#include "cuda_exec.h"
+#include "param.h"
 #include "port.h"
 #include "rt.h"
 #include "transport.h"
@@ -254,9 +256,10 @@ static ncclResult_t portConnect(struct anycclProxyService* s, int peer) {
   if (__atomic_load_n(&c->ready, __ATOMIC_ACQUIRE)) return ncclSuccess;
   c->kind = connKind(s, peer);
   if (c->kind == CONN_NET) {
-    if (s->cuda) {
-      WARN("port: rank %d: peer %d is on another host; port channels across hosts are not supported on GPUs yet "
-           "(cpu backend only)", s->rank, peer);
+    if (s->cuda && s->hostSems == NULL) { /* signals from the network land in the host counters */
+      WARN("port: rank %d: peer %d is on another host, and this service has no host semaphore counters "
+           "(ANYCCL_PORT_HOST_SIGNALS=0, or cudaHostRegister failed): port channels across hosts need them", s->rank,
+           peer);
       return ncclInvalidUsage;
     }
     NCCLCHECK(portNetConnect(s, peer));
@@ -406,6 +409,31 @@ static ncclResult_t checkChannel(struct anycclProxyService* s, const char* fn, a
   return ncclSuccess;
 }
 
+/* The direct path of a channel (include/anyccl_port.h): the destination is
+ * mapped here, the peer's semaphore word is mapped here, and only adds
+ * reach that word (cpu: the proxy adds too; GPUs: the proxy stores into the
+ * peer's host counter, which needs conn->peerHost; without it the proxy
+ * copies values into the word, which an add would race with). */
+static void directPath(struct anycclProxyService* s, anycclSemaphoreId sem, anycclMemoryId dst, anycclMemoryId src,
+                       struct anycclPortChannel* ch) {
+  const struct portConn* conn = &s->conns[s->sems[sem].peer];
+  const struct portMem* d = &s->mems[dst];
+  ch->src = s->mems[src].ptr;
+  ch->dst = NULL;
+  ch->directMax = 0;
+  if (d->ptr == NULL || d->kind == MEM_NET || conn->kind == CONN_NET || ch->sem.outbound == NULL) return;
+  if (s->cuda && conn->peerHost == NULL) return;
+  /* GPUs: the calling thread loads and stores them: device memory only (the
+   * proxy's copies also take pageable host memory; IPC maps device memory) */
+  if (s->cuda && (acuPointerIsDevice == NULL || !acuPointerIsDevice(ch->src, NULL) ||
+                  (d->ipcBase == NULL && !acuPointerIsDevice(d->ptr, NULL))))
+    return;
+  int64_t max = anycclParamInt(PARAM_PORT_DIRECT_MAX);
+  if (max < 0) max = s->cuda ? 4096 : 65536;
+  ch->dst = d->ptr;
+  ch->directMax = (uint64_t)max;
+}
+
 PORT_API ncclResult_t anycclPortChannelCreate(anycclProxyService_t s, anycclSemaphoreId sem, anycclMemoryId dst,
                                               anycclMemoryId src, struct anycclPortChannel* ch) {
   const char* fn = "anycclPortChannelCreate";
@@ -427,6 +455,7 @@ PORT_API ncclResult_t anycclPortChannelCreate(anycclProxyService_t s, anycclSema
     ch->srcSize = s->mems[src].size;
     r = anycclProxyServiceFifo(s, &ch->fifo);
     if (r == ncclSuccess) r = anycclSemaphoreDevice(s, sem, &ch->sem);
+    if (r == ncclSuccess) directPath(s, sem, dst, src, ch);
   }
   pthread_mutex_unlock(&s->lock);
   return r;

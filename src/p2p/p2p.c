@@ -14,6 +14,7 @@
 #include "net.h"
 #include "debug.h"
 #include "p2p_int.h"
+#include "rt.h"
 #include "param.h"
 #include "topo.h"
 
@@ -127,6 +128,7 @@ P2P_API ncclResult_t anycclP2pEndpointCreate(int device, const anycclP2pConfig_t
   struct anycclP2pEndpoint* ep;
   ANYCCL_CALLOC(ep, 1);
   ep->device = device;
+  ep->bounce = p2pBounceMode();
   ep->channels = c.channels ? c.channels : (int)anycclParamInt(PARAM_P2P_CHANNELS);
   if (ep->channels > ANYCCL_P2P_MAX_CHANNELS) ep->channels = ANYCCL_P2P_MAX_CHANNELS;
   ep->window = c.window ? c.window : (int)anycclParamInt(PARAM_P2P_WINDOW);
@@ -194,8 +196,12 @@ P2P_API ncclResult_t anycclP2pRegMr(anycclP2pEndpoint_t ep, void* ptr, size_t si
   const char* fn = "anycclP2pRegMr";
   ARGCHECK(ep != NULL && out != NULL, fn, "ep or mr is NULL");
   ARGCHECK(ptr != NULL || size == 0, fn, "ptr is NULL for %zu bytes; register a buffer", size);
+  const struct anycclRtCopy* rt;
+  int bounce = ep->bounce == 2 && size > 0;
+  if (ep->bounce == 1 && size > 0 && anycclRtCopyOps(&rt) == ncclSuccess) bounce = rt->isDevice(ptr);
   struct anycclP2pMr* m;
   ANYCCL_CALLOC(m, 1);
+  m->bounce = bounce;
   m->ep = ep;
   m->ptr = ptr;
   m->size = size;
@@ -237,12 +243,13 @@ P2P_API ncclResult_t anycclP2pDeregMr(anycclP2pMr_t mr) {
   return ncclSuccess;
 }
 
-char* p2pMrLookup(struct anycclP2pEndpoint* ep, uint64_t key, uint64_t off, uint64_t len) {
+char* p2pMrLookup(struct anycclP2pEndpoint* ep, uint64_t key, uint64_t off, uint64_t len, int* bounce) {
   char* p = NULL;
+  *bounce = 0;
   pthread_mutex_lock(&ep->lock);
   for (struct anycclP2pMr* m = ep->mrs; m; m = m->next)
     if (m->key == key) {
-      if (off <= m->size && len <= m->size - off) p = m->ptr + off;
+      if (off <= m->size && len <= m->size - off) p = m->ptr + off, *bounce = m->bounce;
       break;
     }
   pthread_mutex_unlock(&ep->lock);
@@ -270,6 +277,7 @@ static struct anycclP2pConn* connNew(struct anycclP2pEndpoint* ep, int nch, size
   for (int k = 0; k < nch; k++) {
     ncclSocketInit(&c->ch[k].sock, NULL, NULL);
     c->ch[k].readable = 1;
+    c->ch[k].rbidx = -1;
     if ((c->ch[k].sbuf = malloc(P2P_STAGE_BYTES)) == NULL) {
       while (k-- > 0) free(c->ch[k].sbuf);
       free(c->ch);
@@ -464,6 +472,7 @@ ncclResult_t p2pAcceptEx(anycclP2pEndpoint_t ep, anycclP2pConn_t* out, int64_t t
 static void connFree(struct anycclP2pConn* c) {
   p2pConnStop(c);
   p2pConnDrop(c);
+  p2pBounceFree(c);
   for (int k = 0; k < c->nch; k++) {
     ncclSocketClose(&c->ch[k].sock);
     free(c->ch[k].sbuf);

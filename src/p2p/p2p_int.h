@@ -95,6 +95,8 @@ struct anycclP2pReq {
   int done;
   ncclResult_t err;
   uint32_t imm;    /* MSG: a word for the receiver beside the data (the header's pad; the collectives' operation tag) */
+  int bounce;      /* the buffer goes through the connection's bounce buffers (p2p_bounce.c) */
+  int copiesLeft;  /* bounce receive: copies into buf not yet complete */
   struct anycclP2pReq *prev, *next;   /* conn->active */
   struct anycclP2pReq* outNext;       /* conn->out queue */
 };
@@ -105,6 +107,7 @@ struct p2pItem { /* one header (+ payload) to write on a channel */
   size_t off; /* bytes of hdr + data written */
   struct anycclP2pReq* req; /* NULL: control */
   int counted; /* counts against the window */
+  int bidx;    /* a bounce send buffer (data points into it; written once staged); -1: none */
   struct p2pItem* next;
 };
 
@@ -125,6 +128,8 @@ struct p2pInWrite { /* a WRITE whose bytes are arriving */
   uint64_t id, total, got, notify;
   int bad;
   struct p2pInWrite* next;
+  int copiesLeft; /* a region in GPU memory: copies from bounce buffers not complete yet */
+  int chan;       /* where the acknowledgement goes */
 };
 
 struct p2pChannel {
@@ -140,6 +145,8 @@ struct p2pChannel {
   size_t rlen, rgot;
   struct anycclP2pReq* rreq;
   struct p2pUnexp* runexp;
+  int rbidx;   /* the bounce receive buffer rdst points into (-1: none) ... */
+  char* rfinal; /* ... and where its bytes go once in */
   int unexpCount;
   int bye;
   int closed;   /* EOF after the peer's goodbye */
@@ -151,6 +158,8 @@ struct p2pChannel {
   size_t sbeg, send;
   char* sbuf; /* P2P_STAGE_BYTES */
 };
+
+struct p2pBounce;
 
 struct p2pTagSeq {
   int32_t tag;
@@ -197,6 +206,9 @@ struct anycclP2pConn {
   void* (*pick)(void* arg, void* posted, size_t size, uint32_t imm);
   void* pickArg;
   int64_t lastProgress;
+  struct p2pBounce* bnc; /* bounce buffers (created at the first request that needs them) */
+  int bncFailed;         /* ... and could not be */
+  int bncErr;            /* a staging copy failed: the progress pass fails the connection */
   struct anycclP2pConn *epPrev, *epNext;
 };
 
@@ -205,6 +217,7 @@ struct anycclP2pMr {
   uint64_t key;
   char* ptr;
   size_t size;
+  int bounce; /* GPU memory (or ANYCCL_P2P_BOUNCE=2): the peer's writes and reads go through bounce buffers */
   struct anycclP2pMr* next;
 };
 
@@ -218,6 +231,7 @@ struct p2pPending { /* channels of a connection still arriving at accept */
 
 struct anycclP2pEndpoint {
   int device;
+  int bounce; /* 0: no bounce buffers; 1: for device memory; 2: for every buffer (ANYCCL_P2P_BOUNCE) */
   int channels, window;
   size_t chunk;
   int64_t timeoutMs;
@@ -284,7 +298,31 @@ ncclResult_t p2pConnectEx(anycclP2pEndpoint_t ep, const anycclP2pHandle_t* handl
                           int64_t timeoutMs, volatile uint32_t* abortFlag, const char* timeoutName);
 ncclResult_t p2pAcceptEx(anycclP2pEndpoint_t ep, anycclP2pConn_t* out, int64_t timeoutMs,
                          volatile uint32_t* abortFlag, const char* timeoutName);
+/* p2p_bounce.c: GPU buffers through pinned host bounce buffers (lock held
+ * unless noted) */
+int p2pBounceMode(void); /* ANYCCL_P2P_BOUNCE, resolved (no lock) */
+int p2pBounceWanted(struct anycclP2pConn* c, const void* buf, size_t size);
+ncclResult_t p2pBounceSetup(struct anycclP2pConn* c);
+/* a free receive buffer (NULL: none now; wait for copies to complete) */
+char* p2pBounceRecvBuf(struct anycclP2pConn* c, int* bidx);
+/* copy len bytes from src to r's dst; src is receive buffer bidx or early
+ * bytes freeMe, freed once the copy completed. 0 or an error (then freed). */
+int p2pBounceUnpack(struct anycclP2pConn* c, struct anycclP2pReq* r, char* dst, const char* src, size_t len,
+                    int bidx, void* freeMe);
+/* the same for the peer's write w into a GPU region (w lands when its copies did: p2pWriteLanded) */
+int p2pBounceUnpackWrite(struct anycclP2pConn* c, struct p2pInWrite* w, char* dst, const char* src, size_t len,
+                         int bidx);
+/* stage len bytes of a send in a free send buffer (NULL: none free, or *err) */
+const char* p2pBounceStage(struct anycclP2pConn* c, const char* src, size_t len, int* bidx, int* err);
+int p2pBounceStaged(struct anycclP2pConn* c, int bidx); /* 1: its copy completed (no lock needed) */
+void p2pBounceRelease(struct anycclP2pConn* c, int bidx);
+int p2pBounceReap(struct anycclP2pConn* c);
+int p2pBounceBusy(struct anycclP2pConn* c);
+void p2pBounceForget(struct anycclP2pConn* c, struct anycclP2pReq* r);
+void p2pBounceFree(struct anycclP2pConn* c);
+/* p2p_progress.c: the peer's write w has all its bytes in place: notify, acknowledge, free (lock held) */
+void p2pWriteLanded(struct anycclP2pConn* c, struct p2pInWrite* w);
 /* p2p.c: region lookup (ep lock taken inside) */
-char* p2pMrLookup(struct anycclP2pEndpoint* ep, uint64_t key, uint64_t off, uint64_t len);
+char* p2pMrLookup(struct anycclP2pEndpoint* ep, uint64_t key, uint64_t off, uint64_t len, int* bounce);
 
 #endif

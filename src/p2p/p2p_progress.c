@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,8 @@ void p2pOutPush(struct anycclP2pConn* c, struct anycclP2pReq* r) {
 
 void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_t err) {
   if (r->done) return;
+  /* a failure before r's copies completed: none touches r's buffer after this */
+  if (r->bounce && (r->copiesLeft > 0 || err != ncclSuccess)) p2pBounceForget(c, r);
   p2pReqUnlink(c, r);
   /* a channel still reading a chunk into r (a peer that sent overlapping
    * chunks, or refused a read halfway) discards the rest: r and its buffer
@@ -85,7 +88,8 @@ void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_
 /* 1 when r completed (then r may be gone). */
 static int recvChunkArrived(struct anycclP2pConn* c, struct anycclP2pReq* r, uint64_t len) {
   r->moved += len;
-  if (r->total == SIZE_MAX || r->moved < r->total) return 0;
+  /* bounced: complete once the last copy into r's buffer did (p2pBounceReap) */
+  if (r->total == SIZE_MAX || r->moved < r->total || r->copiesLeft > 0) return 0;
   p2pReqComplete(c, r, r->err);
   return 1;
 }
@@ -117,7 +121,14 @@ void p2pRecvTakeUnexpected(struct anycclP2pConn* c, struct anycclP2pReq* r) {
     }
     *pp = u->next;
     r->imm = u->imm;
-    if (recvAccepts(r, u->total, u->off, u->len, u->imm) && u->len) memcpy(r->buf + u->off, u->data, u->len);
+    if (recvAccepts(r, u->total, u->off, u->len, u->imm) && u->len) {
+      if (!r->bounce) {
+        memcpy(r->buf + u->off, u->data, u->len);
+      } else {
+        if (p2pBounceUnpack(c, r, r->buf + u->off, u->data, u->len, -1, u->data) != 0) r->err = ncclUnhandledCudaError;
+        u->data = NULL; /* freed after its copy */
+      }
+    }
     c->ch[u->chan].unexpCount--;
     uint64_t len = u->len;
     free(u->data);
@@ -168,6 +179,7 @@ static void pushControl(struct anycclP2pConn* c, int chan, int op, int flags, ui
   struct p2pItem* it = calloc(1, sizeof(*it));
   if (it == NULL) return; /* the peer's request then times out */
   it->hdr = (struct p2pHdr){P2P_MAGIC, (uint16_t)op, (uint16_t)flags, 0, 0, id, 0, 0, 0, total, 0};
+  it->bidx = -1;
   chanPush(&c->ch[chan], it);
 }
 
@@ -181,6 +193,7 @@ static void schedule(struct anycclP2pConn* c) {
       struct p2pItem* it = calloc(1, sizeof(*it));
       if (it == NULL) return;
       it->hdr = (struct p2pHdr){P2P_MAGIC, P2P_OP_READREQ, 0, 0, 0, r->id, r->key, r->remoteOff, 0, r->size, 0};
+      it->bidx = -1;
       chanPush(&c->ch[c->nextChan], it);
       c->nextChan = (c->nextChan + 1) % c->nch;
       r->dealtAll = 1;
@@ -189,13 +202,25 @@ static void schedule(struct anycclP2pConn* c) {
       int one = r->kind == REQ_SEND && r->size <= c->chunk;
       struct p2pChannel* ch = &c->ch[one ? p2pMsgChannel(c, r->tag, r->id) : c->nextChan];
       if (ch->inflight >= c->window) return;
-      struct p2pItem* it = calloc(1, sizeof(*it));
-      if (it == NULL) return;
       size_t len = r->size - r->dealt < c->chunk ? r->size - r->dealt : c->chunk;
+      const char* data = r->buf + r->dealt;
+      int bidx = -1;
+      if (r->bounce && len > 0) { /* a GPU buffer: copy the chunk to a bounce buffer first */
+        int err = 0;
+        data = p2pBounceStage(c, data, len, &bidx, &err);
+        if (err) c->bncErr = err;
+        if (data == NULL) return; /* none free: dealing goes on when a channel wrote one */
+      }
+      struct p2pItem* it = calloc(1, sizeof(*it));
+      if (it == NULL) {
+        p2pBounceRelease(c, bidx);
+        return;
+      }
       int op = r->kind == REQ_SEND ? P2P_OP_MSG : r->kind == REQ_WRITE ? P2P_OP_WRITE : P2P_OP_READRESP;
       uint64_t off = r->kind == REQ_WRITE ? r->remoteOff + r->dealt : r->dealt;
       it->hdr = (struct p2pHdr){P2P_MAGIC, (uint16_t)op, 0, r->tag, r->kind == REQ_SEND ? r->imm : 0, r->id, r->key, off, len, r->size, r->notify};
-      it->data = r->buf + r->dealt;
+      it->data = data;
+      it->bidx = bidx;
       it->req = r;
       it->counted = 1;
       chanPush(ch, it);
@@ -212,9 +237,10 @@ static void schedule(struct anycclP2pConn* c) {
 static void itemDone(struct anycclP2pConn* c, struct p2pChannel* ch, struct p2pItem* it) {
   if (it->counted) ch->inflight--;
   struct anycclP2pReq* r = it->req;
-  if (r) {
+  if (r || it->bidx >= 0) {
     pthread_mutex_lock(&c->lock);
-    if (!r->done && --r->chunksLeft == 0 && r->dealtAll && r->kind != REQ_WRITE) p2pReqComplete(c, r, ncclSuccess);
+    p2pBounceRelease(c, it->bidx); /* the socket took its last byte */
+    if (r && !r->done && --r->chunksLeft == 0 && r->dealtAll && r->kind != REQ_WRITE) p2pReqComplete(c, r, ncclSuccess);
     pthread_mutex_unlock(&c->lock);
   }
   free(it);
@@ -226,6 +252,8 @@ static int sendChannel(struct anycclP2pConn* c, int k) {
   int progressed = 0;
   while (ch->qhead) {
     struct p2pItem* it = ch->qhead;
+    /* a bounced chunk goes once its copy into the bounce buffer completed */
+    if (it->bidx >= 0 && it->off == 0 && !p2pBounceStaged(c, it->bidx)) return progressed;
     size_t hdrLeft = it->off < sizeof(it->hdr) ? sizeof(it->hdr) - it->off : 0;
     size_t dataOff = it->off - (sizeof(it->hdr) - hdrLeft);
     struct iovec iov[2];
@@ -252,6 +280,23 @@ static int sendChannel(struct anycclP2pConn* c, int k) {
 }
 
 /* ---- receiving ----------------------------------------------------------------- */
+/* Where the chunk's bytes land: r's buffer, or for a bounced r a free bounce
+ * buffer (copied to r's buffer when in). 1: no buffer free now (the channel
+ * stalls until a copy completes). */
+static int bounceInto(struct anycclP2pConn* c, struct p2pChannel* ch, struct anycclP2pReq* r, const struct p2pHdr* h) {
+  if (!r->bounce || h->len == 0) {
+    ch->rdst = r->buf + h->off;
+    return 0;
+  }
+  int b;
+  char* buf = p2pBounceRecvBuf(c, &b);
+  if (buf == NULL) return 1;
+  ch->rdst = buf;
+  ch->rbidx = b;
+  ch->rfinal = r->buf + h->off;
+  return 0;
+}
+
 /* Route the payload of the header just read (lock held). 0: go on; 1:
  * stalled (no room for an unexpected chunk); -1: protocol error. */
 static int dispatch(struct anycclP2pConn* c, int k) {
@@ -266,7 +311,7 @@ static int dispatch(struct anycclP2pConn* c, int k) {
     case P2P_OP_MSG: {
       struct anycclP2pReq* r = findReq(c, REQ_RECV, h->tag, h->id);
       if (r) {
-        if (recvAccepts(r, h->total, h->off, h->len, h->pad)) ch->rdst = r->buf + h->off;
+        if (recvAccepts(r, h->total, h->off, h->len, h->pad) && bounceInto(c, ch, r, h) != 0) return 1;
         ch->rreq = r;
         r->imm = h->pad;
         return 0;
@@ -288,17 +333,27 @@ static int dispatch(struct anycclP2pConn* c, int k) {
       while (w && w->id != h->id) w = w->next;
       if (w == NULL) {
         if ((w = calloc(1, sizeof(*w))) == NULL) return -1;
-        *w = (struct p2pInWrite){h->id, h->total, 0, h->notify, 0, c->inWrites};
+        *w = (struct p2pInWrite){h->id, h->total, 0, h->notify, 0, c->inWrites, 0, k};
         c->inWrites = w;
       }
-      ch->rdst = p2pMrLookup(c->ep, h->key, h->off, h->len);
-      if (ch->rdst == NULL && h->len) w->bad = 1;
-      if (h->len == 0 && p2pMrLookup(c->ep, h->key, h->off, 0) == NULL) w->bad = 1;
+      int bounce = 0;
+      char* dst = p2pMrLookup(c->ep, h->key, h->off, h->len, &bounce);
+      if (dst == NULL && h->len) w->bad = 1;
+      if (h->len == 0 && p2pMrLookup(c->ep, h->key, h->off, 0, &bounce) == NULL) w->bad = 1;
+      ch->rdst = dst;
+      if (dst && bounce && h->len) { /* a GPU region: through a bounce buffer */
+        int b;
+        char* buf = p2pBounceRecvBuf(c, &b);
+        if (buf == NULL && b == -1) return 1; /* none free now */
+        if (buf == NULL) w->bad = 1, ch->rdst = NULL;
+        else ch->rdst = buf, ch->rbidx = b, ch->rfinal = dst;
+      }
       return 0;
     }
     case P2P_OP_READREQ: {
-      char* src = p2pMrLookup(c->ep, h->key, h->off, h->total);
-      if (src == NULL) {
+      int bounce = 0;
+      char* src = p2pMrLookup(c->ep, h->key, h->off, h->total, &bounce);
+      if (src == NULL || (bounce && h->total > 0 && p2pBounceSetup(c) != ncclSuccess)) {
         pushControl(c, k, P2P_OP_ACK, 1, h->id, h->total);
         return 0;
       }
@@ -309,6 +364,7 @@ static int dispatch(struct anycclP2pConn* c, int k) {
       r->id = h->id;
       r->buf = src;
       r->size = h->total;
+      r->bounce = bounce && h->total > 0; /* a GPU region: staged through bounce buffers */
       p2pReqLink(c, r);
       p2pOutPush(c, r);
       return 0;
@@ -316,7 +372,7 @@ static int dispatch(struct anycclP2pConn* c, int k) {
     case P2P_OP_READRESP: {
       struct anycclP2pReq* r = findReq(c, REQ_READ, 0, h->id);
       if (r == NULL || h->off > r->size || h->len > r->size - h->off) return -1;
-      ch->rdst = r->buf + h->off;
+      if (bounceInto(c, ch, r, h) != 0) return 1;
       ch->rreq = r;
       return 0;
     }
@@ -339,6 +395,23 @@ static int dispatch(struct anycclP2pConn* c, int k) {
   }
 }
 
+void p2pWriteLanded(struct anycclP2pConn* c, struct p2pInWrite* w) {
+  struct p2pInWrite** pp = &c->inWrites;
+  while (*pp && *pp != w) pp = &(*pp)->next;
+  if (*pp) *pp = w->next;
+  if (!w->bad && w->notify) {
+    if (c->nnotes == c->capNotes) {
+      int cap = c->capNotes ? 2 * c->capNotes : 16;
+      uint64_t* n = realloc(c->notes, (size_t)cap * sizeof(*n));
+      if (n) c->notes = n, c->capNotes = cap;
+    }
+    if (c->nnotes < c->capNotes) c->notes[c->nnotes++] = w->notify;
+    pthread_cond_broadcast(&c->cv);
+  }
+  pushControl(c, w->chan, P2P_OP_ACK, w->bad, w->id, w->total);
+  free(w);
+}
+
 /* The payload of the current chunk is in (lock held). */
 static void chunkArrived(struct anycclP2pConn* c, int k) {
   struct p2pChannel* ch = &c->ch[k];
@@ -350,25 +423,31 @@ static void chunkArrived(struct anycclP2pConn* c, int k) {
     struct anycclP2pReq* r = findReq(c, REQ_RECV, h->tag, h->id); /* posted while the bytes came */
     if (r) p2pRecvTakeUnexpected(c, r);
   } else if ((h->op == P2P_OP_MSG || h->op == P2P_OP_READRESP) && ch->rreq) {
-    recvChunkArrived(c, ch->rreq, h->len);
-  } else if (h->op == P2P_OP_WRITE) {
-    struct p2pInWrite** pp = &c->inWrites;
-    while (*pp && (*pp)->id != h->id) pp = &(*pp)->next;
-    struct p2pInWrite* w = *pp;
-    if (w && (w->got += h->len) >= w->total) {
-      *pp = w->next;
-      if (!w->bad && w->notify) {
-        if (c->nnotes == c->capNotes) {
-          int cap = c->capNotes ? 2 * c->capNotes : 16;
-          uint64_t* n = realloc(c->notes, (size_t)cap * sizeof(*n));
-          if (n) c->notes = n, c->capNotes = cap;
-        }
-        if (c->nnotes < c->capNotes) c->notes[c->nnotes++] = w->notify;
-        pthread_cond_broadcast(&c->cv);
-      }
-      pushControl(c, k, P2P_OP_ACK, w->bad, w->id, w->total);
-      free(w);
+    struct anycclP2pReq* r = ch->rreq;
+    if (ch->rbidx >= 0) { /* in the bounce buffer: on to r's buffer (the buffer is freed after the copy) */
+      int b = ch->rbidx;
+      ch->rbidx = -1;
+      if (p2pBounceUnpack(c, r, ch->rfinal, ch->rdst, h->len, b, NULL) != 0) r->err = ncclUnhandledCudaError;
     }
+    recvChunkArrived(c, r, h->len);
+  } else if (h->op == P2P_OP_WRITE) {
+    struct p2pInWrite* w = c->inWrites;
+    while (w && w->id != h->id) w = w->next;
+    if (w) {
+      if (ch->rbidx >= 0) { /* a GPU region: on from the bounce buffer (freed after the copy) */
+        int b = ch->rbidx;
+        ch->rbidx = -1;
+        if (p2pBounceUnpackWrite(c, w, ch->rfinal, ch->rdst, h->len, b) != 0) w->bad = 1;
+      }
+      w->got += h->len;
+      w->chan = k;
+      /* in place once its copies completed too (p2pBounceReap) */
+      if (w->got >= w->total && w->copiesLeft == 0) p2pWriteLanded(c, w);
+    }
+  }
+  if (ch->rbidx >= 0) { /* its request completed meanwhile: the bytes were dropped */
+    p2pBounceRelease(c, ch->rbidx);
+    ch->rbidx = -1;
   }
   ch->rstate = 0;
   ch->rhdrGot = 0;
@@ -483,13 +562,21 @@ static int progressOnce(struct anycclP2pConn* c) {
   if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != ncclSuccess) return 0;
   int progressed = 0;
   pthread_mutex_lock(&c->lock);
+  progressed |= p2pBounceReap(c) > 0; /* copies into GPU buffers that completed */
   schedule(c);
+  int bncErr = c->bncErr;
   pthread_mutex_unlock(&c->lock);
+  if (bncErr) {
+    connError(c, ncclUnhandledCudaError, "a copy between a GPU buffer and a bounce buffer failed", -1, "CUDA");
+    return 1;
+  }
   for (int k = 0; k < c->nch; k++) {
     int s = sendChannel(c, k);
     if (s < 0) return 1;
     progressed |= s > 0;
-    if (c->ch[k].closed || (!c->ch[k].readable && c->ch[k].sbeg == c->ch[k].send)) continue;
+    struct p2pChannel* ch = &c->ch[k];
+    /* a stalled channel looks again (its receive or a bounce buffer may be there now) */
+    if (ch->closed || (!ch->readable && ch->sbeg == ch->send && ch->rstate != 2)) continue;
     int r = recvStep(c, k);
     if (r < 0) return 1;
     progressed |= r > 0;
@@ -504,7 +591,7 @@ static int progressOnce(struct anycclP2pConn* c) {
 static int needsWatch(struct anycclP2pConn* c, int* left) {
   pthread_mutex_lock(&c->lock); /* posters change these */
   *left = c->outHead != NULL;
-  int busy = c->active != NULL;
+  int busy = c->active != NULL || p2pBounceBusy(c);
   pthread_mutex_unlock(&c->lock);
   for (int k = 0; k < c->nch && !*left; k++) *left = c->ch[k].qhead != NULL || c->ch[k].rstate == 2;
   return *left || busy || __atomic_load_n(&c->ep->nmrs, __ATOMIC_ACQUIRE) > 0;
@@ -544,6 +631,18 @@ static int pollSet(struct anycclP2pConn* c, struct pollfd* pfd, int sockets) {
     if (ev) pfd[n++] = (struct pollfd){ch->sock.fd, ev, 0};
   }
   return n;
+}
+
+/* Copies between GPU and bounce buffers are running (or a channel waits for
+ * a bounce buffer): their completion wakes no descriptor, so the waits poll
+ * without sleeping meanwhile (plock held). */
+static int copiesPending(struct anycclP2pConn* c) {
+  if (__atomic_load_n(&c->bnc, __ATOMIC_ACQUIRE) == NULL) return 0; /* no GPU buffer yet: no lock taken */
+  pthread_mutex_lock(&c->lock);
+  int busy = p2pBounceBusy(c);
+  pthread_mutex_unlock(&c->lock);
+  for (int k = 0; k < c->nch && !busy; k++) busy = c->ch[k].qhead && c->ch[k].qhead->bidx >= 0;
+  return busy;
 }
 
 /* Sleep until a socket is ready, a wake, or the timeout. 1 if any fd is ready. */
@@ -626,7 +725,9 @@ int p2pDrive(struct anycclP2pConn* c, struct anycclP2pReq* r) {
       continue;
     }
     int n = pollSet(c, pfd, 1);
-    if (pollWait(c, pfd, n, NCCL_SOCKET_POLL_MS)) markReadable(c, pfd, n);
+    int copying = copiesPending(c);
+    if (pollWait(c, pfd, n, copying ? 0 : NCCL_SOCKET_POLL_MS)) markReadable(c, pfd, n);
+    else if (copying) sched_yield();
     direct = 1;
   }
   int left = 0, watch = needsWatch(c, &left);
@@ -665,9 +766,11 @@ static void* progressMain(void* arg) {
       __atomic_store_n(&c->watch, 0, __ATOMIC_SEQ_CST);
       if (needsWatch(c, &left)) __atomic_store_n(&c->watch, 1, __ATOMIC_SEQ_CST);
     }
+    int copying = !progressed && copiesPending(c);
     pthread_mutex_unlock(&c->plock);
     /* the poll runs without the channels' lock: a caller may take them */
-    ready = progressed ? 0 : pollWait(c, pfd, n, NCCL_SOCKET_POLL_MS);
+    ready = progressed ? 0 : pollWait(c, pfd, n, copying ? 0 : NCCL_SOCKET_POLL_MS);
+    if (copying && !ready) sched_yield();
   }
   return NULL;
 }

@@ -36,6 +36,14 @@ static ncclResult_t post(struct anycclP2pConn* c, int kind, char* buf, size_t si
   ncclResult_t res;
   pthread_mutex_lock(&c->lock);
   struct anycclP2pReq* r = reqNew(c, kind, fn, &res);
+  if (r && p2pBounceWanted(c, buf, size)) {
+    r->bounce = 1;
+    if ((res = p2pBounceSetup(c)) != ncclSuccess) {
+      p2pReqUnlink(c, r);
+      free(r);
+      r = NULL;
+    }
+  }
   if (r) {
     r->buf = buf;
     r->size = size;

@@ -223,12 +223,30 @@ ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, ch
   return res;
 }
 
+static ncclResult_t fabricRead(const char* path, FILE* in, int openFiles, int nranks, const struct simShape* shape,
+                               struct simFabric* f, char* err, size_t len);
+
 ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks, struct simFabric* f, char* err,
                            size_t len) {
+  return fabricRead(path, in, openFiles, nranks, NULL, f, err, len);
+}
+
+ncclResult_t simFabricShape(int nranks, const struct simShape* shape, struct simFabric* f, char* err, size_t len) {
+  return fabricRead(NULL, NULL, 1, nranks, shape, f, err, len);
+}
+
+static int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
+
+static ncclResult_t fabricRead(const char* path, FILE* in, int openFiles, int nranks, const struct simShape* shape,
+                               struct simFabric* f, char* err, size_t len) {
   memset(f, 0, sizeof(*f));
   f->hosts = 0;
   f->gpusPerHost = 8;
   f->nicsPerHost = 8;
+  if (shape && shape->gpusPerHost > 0) {
+    f->gpusPerHost = shape->gpusPerHost;
+    f->nicsPerHost = gcd(shape->gpusPerHost, 8);
+  }
   f->nicGbps = 400;
   f->hostsPerLeaf = 32;
   f->oversub = 1;
@@ -237,6 +255,14 @@ ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks
   snprintf(f->device, sizeof(f->device), "h200");
   snprintf(f->name, sizeof(f->name), "%s", path ? path : "default");
   simCalibDefaults(&f->calib);
+  const char* envCalib = getenv("ANYCCL_SIM_CALIB");
+  if (shape && shape->calibText && !(envCalib && envCalib[0])) { /* the device kind's built-in calibration */
+    snprintf(f->device, sizeof(f->device), "%s", shape->calibName);
+    FILE* c = fmemopen((void*)shape->calibText, strlen(shape->calibText), "r");
+    ncclResult_t res = c ? simCalibRead(shape->calibName, c, &f->calib, err, len) : ncclSystemError;
+    if (c) fclose(c);
+    if (res != ncclSuccess) return res;
+  }
   char fabricWord[256] = "rail", calibFile[256] = "", hostXml[256] = "", degrade[4096] = "";
   int hostsLine = 0;
   if (path) {
@@ -449,6 +475,7 @@ void simFabricFree(struct simFabric* f) {
 
 int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat) {
   int n = 0;
+  if (f->gpuOf) src = f->gpuOf[src], dst = f->gpuOf[dst];
   if (src == dst) {
     *lat = 0;
     return 0;

@@ -58,10 +58,22 @@ struct simFabric {
   int nGpus, nNics, nLeaves, nLinks;
   double* linkBps;        /* capacity in bytes/s, per link id */
   double* linkLat;        /* seconds */
+  const int* gpuOf;       /* ranks -> GPUs for simRoute (not owned); NULL: rank r is GPU r */
 };
 /* Parse a fabric file (path NULL: the default, 8 GPUs per host, enough hosts
  * for nranks); *err gets "file:line: field: what" on failure. */
 ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, char* err, size_t errLen);
+/* The default fabric shaped for a communicator (ncclGroupSimulateEnd on
+ * the cpu and cuda backends): gpusPerHost GPUs per host (0: 8) and as many
+ * NICs as divide both it and 8; calibText (NULL: the built-in H200 values)
+ * is a calibration file's text named calibName. ANYCCL_SIM_CALIB and
+ * ANYCCL_SIM_MODEL override as for any fabric. */
+struct simShape {
+  int gpusPerHost;
+  const char* calibName;
+  const char* calibText;
+};
+ncclResult_t simFabricShape(int nranks, const struct simShape* shape, struct simFabric* f, char* err, size_t errLen);
 ncclResult_t simCalibLoad(const char* path, struct simCalib* c, char* err, size_t errLen);
 /* The same from an open stream (fuzz/fuzz_fabric.c reads them from memory);
  * path names the file in errors and is where files named in it are found.
@@ -72,7 +84,7 @@ ncclResult_t simFabricRead(const char* path, FILE* in, int openFiles, int nranks
 ncclResult_t simCalibRead(const char* path, FILE* in, struct simCalib* c, char* err, size_t errLen);
 void simCalibDefaults(struct simCalib* c);
 void simFabricFree(struct simFabric* f);
-/* The route of src -> dst (GPU indices): link ids in *links (at most 8);
+/* The route of src -> dst (GPU indices, or ranks mapped by gpuOf): link ids in *links (at most 8);
  * returns their count and the route's latency in *lat. */
 int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat);
 void simLinkName(const struct simFabric* f, int id, char* buf, size_t len);
@@ -132,6 +144,7 @@ struct anycclSimWorld {
   /* ANYCCL_TRACE (simtrace.c) */
   int tracing, traceNamed, traceMaxLane;
   int tracePid;                     /* pid of rank 0 */
+  int noSymm;                       /* the cpu backend's estimate: no one-host kernels */
 };
 
 /* The modelled end (seconds) of one collective given every rank's plan and

@@ -33,7 +33,7 @@
 int simSymmPath(const struct anycclSimWorld* w, struct anycclPlan** plans, int p, struct anycclSymmChoice* c) {
   const struct ncclComm* comm = plans[0]->comm;
   const struct anycclPhase* ph = &plans[0]->phases[p];
-  if (comm->nHosts != 1 || w->n > ACU_SYMM_MAX_RANKS || ph->nlanes == 0) return ANYCCL_SYMM_NONE;
+  if (w->noSymm || comm->nHosts != 1 || w->n > ACU_SYMM_MAX_RANKS || ph->nlanes == 0) return ANYCCL_SYMM_NONE;
   /* no symmetric windows on the sim backend: WINDOW_ONLY is the FIFO path */
   int path = anycclSymmPath(comm, ph, c);
   if (path == ANYCCL_SYMM_P2P) { /* modelled when every rank's messages all take the kernel, else the FIFO plan */

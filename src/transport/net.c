@@ -276,6 +276,40 @@ void anycclNetKick(struct ncclComm* comm) {
 
 int anycclNetCarriesTags(const struct ncclComm* comm) { return comm->proxy == NULL || comm->proxy->net->testTag != NULL; }
 
+ncclResult_t anycclNetConnectAll(const anycclNet_t* net, int nSend, char (*handles)[ANYCCL_NET_HANDLE_MAXSIZE],
+                                 void** sendComms, int nRecv, void** listenComms, void** recvComms,
+                                 volatile uint32_t* abortFlag) {
+  if (net->connectStep == NULL || net->acceptStep == NULL) {
+    for (int i = 0; i < nSend; i++) NCCLCHECK(net->connect(0, handles[i], &sendComms[i], abortFlag));
+    for (int j = 0; j < nRecv; j++) NCCLCHECK(net->accept(listenComms[j], &recvComms[j]));
+    return ncclSuccess;
+  }
+  for (int i = 0; i < nSend; i++) sendComms[i] = NULL;
+  for (int j = 0; j < nRecv; j++) recvComms[j] = NULL;
+  const int64_t deadline = ncclSocketDeadlineMs(bootstrapTimeoutMs());
+  for (;;) {
+    int left = 0;
+    for (int i = 0; i < nSend; i++)
+      if (sendComms[i] == NULL) {
+        NCCLCHECK(net->connectStep(0, handles[i], &sendComms[i]));
+        left += sendComms[i] == NULL;
+      }
+    for (int j = 0; j < nRecv; j++)
+      if (recvComms[j] == NULL) {
+        NCCLCHECK(net->acceptStep(listenComms[j], &recvComms[j]));
+        left += recvComms[j] == NULL;
+      }
+    if (left == 0) return ncclSuccess;
+    if (abortFlag && __atomic_load_n(abortFlag, __ATOMIC_ACQUIRE)) return ncclInternalError;
+    if (ncclSocketRemainingMs(deadline) == 0) {
+      WARN("NET/%s: %d of %d connections not up within ANYCCL_BOOTSTRAP_TIMEOUT: are all peers running and "
+           "reachable over this network?", net->name, left, nSend + nRecv);
+      return ncclSystemError;
+    }
+    usleep(100);
+  }
+}
+
 ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* ends, int count, int gpu) {
   struct anycclProxy* p;
   ANYCCL_CALLOC(p, 1);
@@ -300,8 +334,9 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
     nc->send = ends[i].send;
     nc->channel = ends[i].channel;
   }
-  /* 1. receivers listen and send their handles; 2. senders connect;
-   * 3. receivers accept (connects completed in the kernel's backlog). */
+  /* 1. receivers listen and send their handles; 2. senders connect and
+   * receivers accept (the built-in tables' connects complete in the
+   * kernel's backlog; plugins' are stepped with the accepts). */
   size_t fifoBytes = alignUp(sizeof(struct anycclFifoCtrl), 4096) + (size_t)comm->nslots * comm->slotBytes;
   for (int i = 0; i < p->nconns; i++) {
     struct netConn* nc = &p->conns[i];
@@ -315,6 +350,27 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
     NCCLCHECK(p->net->listen(dev, handle, &nc->listenComm, &comm->abortFlag));
     NCCLCHECK(bootstrapSend(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), handle, sizeof(handle)));
   }
+  /* the handles, then every connect and accept (stepped in turn for plugins) */
+  int nSend = 0, nRecv = 0;
+  for (int i = 0; i < p->nconns; i++) p->conns[i].send ? nSend++ : nRecv++;
+  char(*handles)[ANYCCL_NET_HANDLE_MAXSIZE] = calloc(nSend ? nSend : 1, ANYCCL_NET_HANDLE_MAXSIZE);
+  void** comms = calloc(2 * (size_t)p->nconns + 1, sizeof(void*)); /* send comms, listen comms, recv comms */
+  ncclResult_t res = handles && comms ? ncclSuccess : ncclSystemError;
+  for (int i = 0, s = 0, r = 0; i < p->nconns && res == ncclSuccess; i++) {
+    struct netConn* nc = &p->conns[i];
+    if (!nc->send) {
+      comms[nSend + r++] = nc->listenComm;
+      continue;
+    }
+    res = bootstrapRecv(comm->bootstrap, nc->conn->peer, NET_TAG(nc->conn->fifoIndex), handles[s++], ANYCCL_NET_HANDLE_MAXSIZE);
+  }
+  if (res == ncclSuccess)
+    res = anycclNetConnectAll(p->net, nSend, handles, comms, nRecv, comms + nSend, comms + nSend + nRecv, &comm->abortFlag);
+  for (int i = 0, s = 0, r = 0; i < p->nconns && comms; i++) /* kept even on failure: closed with the proxy */
+    p->conns[i].netComm = p->conns[i].send ? comms[s++] : comms[nSend + nRecv + r++];
+  free(handles);
+  free(comms);
+  NCCLCHECK(res);
   for (int i = 0; i < p->nconns; i++) {
     struct netConn* nc = &p->conns[i];
     struct anycclConn* c = nc->conn;
@@ -325,9 +381,6 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
       c->ctrl = (struct anycclFifoCtrl*)nc->staging;
       c->buf = nc->staging + alignUp(sizeof(struct anycclFifoCtrl), 4096);
     }
-    char handle[ANYCCL_NET_HANDLE_MAXSIZE];
-    NCCLCHECK(bootstrapRecv(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), handle, sizeof(handle)));
-    NCCLCHECK(p->net->connect(0, handle, &nc->netComm, &comm->abortFlag));
     if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd, &p->bell.fdAsleep);
     NCCLCHECK(p->net->regMr(nc->netComm, c->buf, (size_t)c->nslots * c->slotBytes, 0, &nc->mhandle));
     /* The built-in tables send from any host memory (plugins need it
@@ -337,7 +390,6 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
   for (int i = 0; i < p->nconns; i++) {
     struct netConn* nc = &p->conns[i];
     if (nc->send) continue;
-    NCCLCHECK(p->net->accept(nc->listenComm, &nc->netComm));
     if (p->net->setNotify) p->net->setNotify(nc->netComm, p->efd, &p->bell.fdAsleep);
     NCCLCHECK(p->net->regMr(nc->netComm, nc->conn->buf, (size_t)nc->conn->nslots * nc->conn->slotBytes, 0,
                             &nc->mhandle));

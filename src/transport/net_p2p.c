@@ -53,7 +53,9 @@ static ncclResult_t endpoint(int dev, anycclP2pEndpoint_t* ep) {
   } else if (anycclParamInt(PARAM_P2P_CHANNELS) == 0) {
     cfg.channels = 4;
   }
-  return anycclP2pEndpointCreate(-1, &cfg, ep);
+  NCCLCHECK(anycclP2pEndpointCreate(-1, &cfg, ep));
+  (*ep)->bounce = 0; /* FIFOs in host memory (pinned on the cuda backend), user memory only on the cpu backend */
+  return ncclSuccess;
 }
 
 static ncclResult_t pListen(int dev, void* handle, void** out, volatile uint32_t* abortFlag) {
@@ -230,7 +232,8 @@ static ncclResult_t pTest(void* request, int* done, size_t* sizes) { return pTes
 
 const anycclNet_t anycclNetP2p = {"P2P",    pInit,   pDevices, pGetProperties, pListen,  pConnect,
                                   pAccept,  pRegMr,  pDeregMr, pIsend,         pIrecv,   pTest,
-                                  pClose,   pClose,  pCloseListen, pSetNotify, pTestTag, NULL /* pollFds */, pSetPick};
+                                  pClose,   pClose,  pCloseListen, pSetNotify, pTestTag, NULL /* pollFds */, pSetPick,
+                                  NULL,     NULL /* connect and accept block */};
 
 /* Unset: the P2P engine on the cpu backend (fewer threads and wake-ups per
  * byte than the socket table's helpers: docs/p2p.md, Numbers), the socket

@@ -159,6 +159,20 @@ static ncclResult_t pgAccept(void* listenComm, void** recvComm) {
   }
 }
 
+/* One attempt each (anycclNetConnectAll steps them in turn). */
+/* The same handle buffer on every step of one connect: NCCL passes it so,
+ * and plugins keep the connect's progress in it (aws-ofi-nccl; a fresh copy
+ * each time starts a new connection attempt, and resources run out). */
+static ncclResult_t pgConnectStep(int dev, void* handle, void** sendComm) {
+  *sendComm = NULL;
+  return connectOnce(dev, handle, sendComm);
+}
+static ncclResult_t pgAcceptStep(void* listenComm, void** recvComm) {
+  anycclPluginDev* devComm = NULL;
+  *recvComm = NULL;
+  return PL(accept)(listenComm, recvComm, &devComm);
+}
+
 static ncclResult_t pgRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   (void)type;
   if (ver == 7) {
@@ -211,7 +225,7 @@ static ncclResult_t pgCloseListen(void* c) { return PL(closeListen)(c); }
 static anycclNet_t pluginTable = {plugName,  pgInit,      pgDevices,   pgGetProperties, pgListen,      pgConnect,
                                   pgAccept,  pgRegMr,     pgDeregMr,   pgIsend,         pgIrecv,       pgTest,
                                   pgCloseSend, pgCloseRecv, pgCloseListen, NULL, NULL /* testTag */, NULL /* pollFds */,
-                                  NULL /* setPick */};
+                                  NULL /* setPick */, pgConnectStep, pgAcceptStep};
 
 static const anycclNet_t* loaded;
 static pthread_once_t loadOnce = PTHREAD_ONCE_INIT;

@@ -595,4 +595,4 @@ static int netPollFds(void* comm, struct pollfd* fds, int max) {
 const anycclNet_t anycclNetSocket = {
     "Socket",   netInit,   netDevices,    netGetProperties, netListen,    netConnect,    netAccept,
     netRegMr,   netDeregMr, netIsend,     netIrecv,         netTest,      netCloseComm,  netCloseComm,
-    netCloseListen, netSetNotify, netTestTag, netPollFds, netSetPick};
+    netCloseListen, netSetNotify, netTestTag, netPollFds, netSetPick, NULL, NULL /* connect and accept block */};

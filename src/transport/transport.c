@@ -174,11 +174,13 @@ const struct anycclTransport anycclTransportNet = {"NET/Socket/0", netCan, netMa
  * will run over (ANYCCL_NET_ENGINE, NCCL_NET_PLUGIN): "NET/P2P/0". */
 static char netVia[80];
 static void netViaInit(void) { snprintf(netVia, sizeof(netVia), "NET/%s/0", anycclNetDefault()->name); }
-static const char* transportName(const struct anycclTransport* t) {
+const char* anycclNetVia(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  if (t != &anycclTransportNet) return t->name;
   pthread_once(&once, netViaInit);
   return netVia;
+}
+static const char* transportName(const struct anycclTransport* t) {
+  return t != &anycclTransportNet ? t->name : anycclNetVia();
 }
 
 /* ---- connections --------------------------------------------------------- */

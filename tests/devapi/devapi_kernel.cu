@@ -50,6 +50,31 @@ __global__ void ginAlltoAll(ncclWindow_t sendwin, size_t sendoffset, ncclWindow_
   bar.sync(ncclCoopCta(), cuda::memory_order_release, ncclGinFenceLevel::Relaxed);
 }
 
+/* The rest of GIN's calls, each of which takes the proxy path for a rank of
+ * another host: a CTA-wide put with an added signal and a counter, a put of
+ * a value, a bare signal, the shadow waits, resets, the rail barrier. */
+__global__ void ginRemoteCalls(ncclWindow_t win, struct ncclDevComm devComm, uint64_t* out) {
+  ncclGin gin{devComm, 0};
+  ncclTeam world = ncclTeamWorld(devComm), rail = ncclTeamRail(devComm);
+  int peer = (devComm.rank + devComm.lsaSize) % devComm.nRanks;
+  gin.put(world, peer, win, 0, win, 64, 4096, ncclGin_SignalAdd{1, 3}, ncclGin_CounterInc{1}, ncclCoopCta());
+  gin.putValue(world, peer, win, 8, (uint32_t)devComm.rank, ncclGin_SignalInc{0}, ncclCoopCta());
+  gin.signal(world, peer, ncclGin_SignalInc{0}, ncclCoopCta());
+  gin.waitCounter(ncclCoopCta(), 1, 1);
+  gin.flush(ncclCoopCta());
+  gin.waitSignalMeetShadow(ncclCoopCta(), 0);
+  uint64_t before, delta;
+  gin.waitSignalFollowShadow(ncclCoopCta(), 1, (uint64_t)3, &before, &delta);
+  gin.increaseSignalShadow(0, 2);
+  ncclBarrierSession<ncclCoopCta> bar{ncclCoopCta(), ncclTeamTagRail(), gin, 0};
+  bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, ncclGinFenceLevel::Relaxed);
+  if (threadIdx.x == 0) {
+    out[0] = gin.readSignal(0) + gin.readCounter(1) + before + delta + rail.nRanks;
+    gin.resetSignal(0);
+    gin.resetCounter(1);
+  }
+}
+
 __global__ void llExchange(struct ncclDevComm devComm, float* out) {
   ncclLLA2ASession<ncclCoopCta> ll{ncclCoopCta(), devComm, ncclTeamLsa(devComm), devComm.lsaLLA2A, blockIdx.x, 32};
   for (int p = threadIdx.x; p < devComm.lsaSize; p += blockDim.x) ll.send(p, devComm.lsaRank, 1.0f * devComm.rank);

@@ -12,9 +12,11 @@
  *                                   and ncclCommGetAsyncError reports it
  *   devapi_procs NRANKS 0 abort     the same with no timeout: ncclCommAbort ends
  *                                   the waiting kernels
- *   devapi_procs NRANKS 0 hosts     each rank on a host of its own (NCCL_HOSTID): LSA
- *                                   teams of 1; GIN requirements are refused
- *                                   (ncclInvalidUsage), LSA barriers are not */
+ *   devapi_procs NRANKS ITERS hosts each rank on a host of its own (NCCL_HOSTID): LSA
+ *                                   teams of 1, rail team of NRANKS; the same checks,
+ *                                   GIN and the world barrier through the proxy
+ *                                   (staged puts, host-word signals and counters),
+ *                                   plus a put-value with a signal add */
 #include <chrono>
 #include <thread>
 #include <cuda_runtime.h>
@@ -45,6 +47,7 @@ enum { BLOCKS = 4, THREADS = 256, LL_SLOTS = 64 };
  * peer's gin area at my slot; then LL: each rank sends rank*100+peer. */
 __global__ void devapiKernel(ncclWindow_t sendWin, ncclWindow_t recvWin, ncclWindow_t ginWin, size_t count,
                              size_t block, ncclDevComm dc, float* llOut, int iter) {
+  const size_t valueArea = (size_t)dc.nRanks * block * sizeof(float); /* then one uint64_t per rank */
   ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
   bar.sync(ncclCoopCta(), cuda::memory_order_acquire);
   for (size_t i = threadIdx.x + blockIdx.x * blockDim.x; i < count; i += blockDim.x * gridDim.x) {
@@ -63,7 +66,10 @@ __global__ void devapiKernel(ncclWindow_t sendWin, ncclWindow_t recvWin, ncclWin
     for (int p = 0; p < dc.nRanks; p++)
       gin.put(ncclTeamWorld(dc), p, ginWin, (size_t)dc.rank * block * sizeof(float), sendWin, 0,
               block * sizeof(float), ncclGin_SignalInc{sig}, ncclGin_CounterInc{0}, ncclCoopCta());
-    gin.waitSignal(ncclCoopCta(), sig, before + dc.nRanks);
+    for (int p = 0; p < dc.nRanks; p++)
+      gin.putValue(ncclTeamWorld(dc), p, ginWin, valueArea + (size_t)dc.rank * 8,
+                   (uint64_t)(dc.rank * 1000 + iter + 7), ncclGin_SignalAdd{sig, 2}, ncclCoopCta());
+    gin.waitSignal(ncclCoopCta(), sig, before + 3 * dc.nRanks);
     gin.waitCounter(ncclCoopCta(), 0, (uint64_t)(iter + 1) * dc.nRanks);
     gin.flush(ncclCoopCta());
   }
@@ -94,15 +100,23 @@ static ncclResult_t devCommCreate(ncclComm_t comm, ncclDevComm* dc) {
   return ncclDevCommCreate(comm, &reqs, dc);
 }
 
+static int runComm(int rank, int n, ncclComm_t comm, int iters);
 static int runRank(int rank, int n, ncclUniqueId id, int iters) {
   CHECK(cudaSetDevice(rank));
   ncclComm_t comm;
   CHECK(ncclCommInitRank(&comm, n, id, rank));
-  const size_t count = 1 << 20, block = 4096;
+  return runComm(rank, n, comm, iters);
+}
+
+/* The checks on a communicator (its LSA team: the ranks of this host). */
+static int runComm(int rank, int n, ncclComm_t comm, int iters) {
+  ncclTeam_t lsa = ncclTeamLsa(comm);
+  const int base = rank - lsa.rank;
+  const size_t count = 1 << 20, block = 4096, ginBytes = n * block * sizeof(float) + n * sizeof(uint64_t);
   float *send, *recv, *gin, *llOut;
   CHECK(ncclMemAlloc((void**)&send, count * sizeof(float)));
   CHECK(ncclMemAlloc((void**)&recv, count * sizeof(float)));
-  CHECK(ncclMemAlloc((void**)&gin, n * block * sizeof(float)));
+  CHECK(ncclMemAlloc((void**)&gin, ginBytes));
   CHECK(cudaMalloc(&llOut, 64 * sizeof(float)));
   float* host = (float*)malloc(count * sizeof(float));
   for (size_t i = 0; i < count; i++) host[i] = sendValue(rank, i);
@@ -110,7 +124,7 @@ static int runRank(int rank, int n, ncclUniqueId id, int iters) {
   ncclWindow_t sw, rw, gw;
   CHECK(ncclCommWindowRegister(comm, send, count * sizeof(float), &sw, NCCL_WIN_COLL_SYMMETRIC));
   CHECK(ncclCommWindowRegister(comm, recv, count * sizeof(float), &rw, NCCL_WIN_COLL_SYMMETRIC));
-  CHECK(ncclCommWindowRegister(comm, gin, n * block * sizeof(float), &gw, NCCL_WIN_COLL_SYMMETRIC));
+  CHECK(ncclCommWindowRegister(comm, gin, ginBytes, &gw, NCCL_WIN_COLL_SYMMETRIC));
   ncclDevComm dc;
   CHECK(devCommCreate(comm, &dc));
   int bad = 0;
@@ -128,10 +142,15 @@ static int runRank(int rank, int n, ncclUniqueId id, int iters) {
     CHECK(cudaMemcpy(host, recv, count * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < count && bad < 5; i++) {
       float want = 0;
-      for (int r = 0; r < n; r++) want += sendValue(r, i);
+      for (int r = base; r < base + lsa.nRanks; r++) want += sendValue(r, i);
       if (host[i] != want) fprintf(stderr, "rank %d iter %d: recv[%zu] = %g, want %g\n", rank, it, i, host[i], want), bad++;
     }
-    CHECK(cudaMemcpy(host, gin, n * block * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(host, gin, ginBytes, cudaMemcpyDeviceToHost));
+    const uint64_t* values = (const uint64_t*)(host + n * block);
+    for (int r = 0; r < n; r++)
+      if (values[r] != (uint64_t)(r * 1000 + it + 7))
+        fprintf(stderr, "rank %d iter %d: put-value from %d = %llu, want %d\n", rank, it, r,
+                (unsigned long long)values[r], r * 1000 + it + 7), bad++;
     for (int r = 0; r < n; r++)
       for (size_t i = 0; i < block && bad < 5; i++)
         if (host[r * block + i] != sendValue(r, i))
@@ -139,9 +158,10 @@ static int runRank(int rank, int n, ncclUniqueId id, int iters) {
                   sendValue(r, i)), bad++;
     float ll[64];
     CHECK(cudaMemcpy(ll, llOut, n * sizeof(float), cudaMemcpyDeviceToHost));
-    for (int p = 0; p < n; p++)
-      if (ll[p] != (float)(p * 100 + rank + it))
-        fprintf(stderr, "rank %d iter %d: ll from %d = %g, want %d\n", rank, it, p, ll[p], p * 100 + rank + it), bad++;
+    for (int p = 0; p < lsa.nRanks; p++)
+      if (ll[p] != (float)((base + p) * 100 + lsa.rank + it))
+        fprintf(stderr, "rank %d iter %d: ll from %d = %g, want %d\n", rank, it, base + p, ll[p],
+                (base + p) * 100 + lsa.rank + it), bad++;
   }
   CHECK(ncclDevCommDestroy(comm, &dc));
   CHECK(ncclCommWindowDeregister(comm, sw));
@@ -202,31 +222,19 @@ static int runStuck(int rank, int n, ncclUniqueId id, int useAbort) {
   return bad;
 }
 
-/* Every rank a host of its own: the LSA team is the rank alone. */
-static int runHosts(int rank, int n, ncclUniqueId id) {
+/* Every rank a host of its own: the LSA team is the rank alone, GIN goes
+ * through the proxy. */
+static int runHosts(int rank, int n, ncclUniqueId id, int iters) {
   CHECK(cudaSetDevice(rank));
   ncclComm_t comm;
   CHECK(ncclCommInitRank(&comm, n, id, rank));
   ncclTeam_t lsa = ncclTeamLsa(comm), rail = ncclTeamRail(comm);
-  int bad = 0;
   if (lsa.nRanks != 1 || rail.nRanks != n || rail.rank != rank) {
     fprintf(stderr, "rank %d: lsa team %d, rail team %d/%d\n", rank, lsa.nRanks, rail.rank, rail.nRanks);
-    bad = 1;
+    return 1;
   }
-  ncclDevCommRequirements reqs;
-  memset(&reqs, 0, sizeof(reqs));
-  reqs.ginSignalCount = 4;
-  ncclDevComm dc;
-  if (ncclDevCommCreate(comm, &reqs, &dc) != ncclInvalidUsage) {
-    fprintf(stderr, "rank %d: GIN across hosts was not refused\n", rank);
-    bad = 1;
-  }
-  memset(&reqs, 0, sizeof(reqs));
-  reqs.lsaBarrierCount = 4;
-  CHECK(ncclDevCommCreate(comm, &reqs, &dc));
-  CHECK(ncclDevCommDestroy(comm, &dc));
-  CHECK(ncclCommDestroy(comm));
-  if (!bad) printf("rank %d: hosts of one rank: LSA team of 1, GIN refused, LSA barriers made\n", rank);
+  int bad = runComm(rank, n, comm, iters);
+  if (!bad) printf("rank %d: hosts of one rank: GIN through the proxy, %d iterations checked\n", rank, iters);
   return bad;
 }
 
@@ -245,7 +253,7 @@ int main(int argc, char** argv) {
       sscanf(argv[5] + 2 * i, "%2x", &v);
       id.internal[i] = (char)v;
     }
-    int res = runHosts(rank, n, id);
+    int res = runHosts(rank, n, id, iters);
     fflush(stdout);
     return res;
   }
@@ -258,7 +266,7 @@ int main(int argc, char** argv) {
         setenv("NCCL_HOSTID", host, 1);
         snprintf(rs, sizeof(rs), "%d", r);
         for (size_t i = 0; i < sizeof(id); i++) snprintf(idHex + 2 * i, 3, "%02x", (unsigned char)id.internal[i]);
-        execl("/proc/self/exe", argv[0], argv[1], "0", "hosts-rank", rs, idHex, (char*)NULL);
+        execl("/proc/self/exe", argv[0], argv[1], argv[2], "hosts-rank", rs, idHex, (char*)NULL);
         _exit(3);
       }
       int res = strcmp(mode, "check") == 0 ? runRank(r, n, id, iters) : runStuck(r, n, id, strcmp(mode, "abort") == 0);

@@ -178,11 +178,23 @@ def timings(dev, sizes=(8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20
             dist.all_reduce(x)
         torch.cuda.synchronize()
         dist.barrier(device_ids=[dev.index])
+        each = [] if os.environ.get("TORCH_CHECK_EAGER_EACH") else None
         t0 = time.perf_counter()
         for _ in range(iters):
+            if each is None:
+                dist.all_reduce(x)
+                continue
+            t1 = time.perf_counter()
             dist.all_reduce(x)
+            each.append((time.perf_counter() - t1) * 1e6)
+        t2 = time.perf_counter()
         torch.cuda.synchronize()
         eager = (time.perf_counter() - t0) / iters * 1e6
+        if each:  # where an eager loop's time goes: in the calls (host) or in the final wait (GPU)
+            srt = sorted(each)
+            print(f"  rank {dev.index} {nbytes >> 10} KB eager calls: min {srt[0]:.1f} median {srt[len(srt) // 2]:.1f} "
+                  f"max {srt[-1]:.1f} us (call {each.index(srt[-1])}), calls {sum(each):.0f} us, "
+                  f"final sync {(time.perf_counter() - t2) * 1e6:.0f} us, total {eager * iters:.0f} us", flush=True)
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):

@@ -49,7 +49,7 @@ echo "# plugin: $LIB; exports: $(nm -D --defined-only "$LIB" | awk '/ncclNetPlug
 COLL=$(ls "$BUILD"/tests/*/coll_test "$BUILD"/coll_test 2>/dev/null | head -1)
 [ -n "$COLL" ] || { echo "aws_ofi_nccl: FAIL: coll_test not built in $BUILD"; exit 1; }
 # libfabric's tcp provider over loopback; 4 processes, 2 virtual hosts
-export NCCL_NET_PLUGIN=$LIB FI_PROVIDER=tcp FI_TCP_IFACE=lo OFI_NCCL_PROTOCOL=SENDRECV
+export NCCL_NET_PLUGIN=$LIB FI_PROVIDER=tcp FI_TCP_IFACE=lo OFI_NCCL_PROTOCOL=SENDRECV OFI_NCCL_EXCLUDE_TCP_IF=docker0
 export NCCL_SOCKET_IFNAME=lo ANYCCL_TEST_HOSTS=2 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 out=$(timeout 600 "$COLL" procs 4 2>&1)
 rc=$?

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +88,7 @@ static inline int pairTeardown(struct ctx* c, struct pair* p) {
 typedef int (*caseFn)(struct ctx*);
 
 struct caseArg { struct ctx c; caseFn fn; int result; };
-static void* caseThread(void* p) {
+static inline void* caseThread(void* p) {
   struct caseArg* a = p;
   cudaSetDevice(a->c.rank);
   a->result = a->fn(&a->c);
@@ -103,6 +104,36 @@ static inline void unhexId(const char* s, ncclUniqueId* id) {
     sscanf(s + 2 * i, "%2x", &v);
     id->internal[i] = (char)v;
   }
+}
+
+/* Two processes, each exec'ing this program as `argv0 --child a1 a2 RANK
+ * HEXID` (hosts: with NCCL_HOSTID=host<RANK>); the number that failed. */
+static inline int forkPair(const char* argv0, const char* a1, const char* a2, int hosts) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 2;
+  char hex[2 * sizeof(id.internal) + 1];
+  hexId(&id, hex);
+  pid_t pids[2];
+  for (int r = 0; r < 2; r++) {
+    if ((pids[r] = fork()) == 0) {
+      char rs[8], host[16];
+      snprintf(rs, sizeof(rs), "%d", r);
+      snprintf(host, sizeof(host), "host%d", r);
+      if (hosts) setenv("NCCL_HOSTID", host, 1);
+      execl("/proc/self/exe", argv0, "--child", a1, a2, rs, hex, (char*)NULL);
+      _exit(127);
+    }
+  }
+  int fails = 0;
+  for (int r = 0; r < 2; r++) {
+    int st;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
+      fails++;
+    }
+  }
+  return fails;
 }
 
 #endif

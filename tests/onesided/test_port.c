@@ -1,6 +1,6 @@
 /* One-sided layer tests: test_port MODE CASE (MODE: threads, procs, hosts).
  * Every run has a hard alarm() bound. Cases: order, fifo, sems, mems, bad,
- * dead, memchan, host, custom, encode, two. */
+ * dead, memchan, host, custom, encode, two, direct, mixed, big. */
 #define _GNU_SOURCE
 #include <sys/wait.h>
 #include "port_harness.h"
@@ -75,6 +75,7 @@ static void* producer(void* p) {
 static int caseFifo(struct ctx* c) {
   struct pair p;
   if (pairSetup(c, &p, PRODUCERS * PER * 8, 8, c->rank == 1)) return 1;
+  p.ch.directMax = 0; /* every call through the FIFO (the direct path would skip it) */
   if (c->rank == 0) {
     uint64_t* s = (uint64_t*)p.buf;
     for (int i = 0; i < PRODUCERS * PER; i++) s[i] = pattern(i, 5);
@@ -209,6 +210,7 @@ static int caseBad(struct ctx* c) {
     /* a corrupted id passes the device checks; the proxy drops it */
     struct anycclPortChannel bad = ch;
     bad.id = 5000;
+    bad.directMax = 0; /* through the proxy (a direct put does not use the id) */
     OK(anycclPortPut(&bad, 0, 0, 8));
     EXPECT(anycclPortFlush(&ch) == ncclInvalidArgument, "flush reports the dropped trigger");
     EXPECT(anycclProxyServiceGetError(p.svc, 1) == ncclInvalidArgument, "service error");
@@ -433,9 +435,203 @@ static int caseTwo(struct ctx* c) {
   return 0;
 }
 
+/* Large puts both ways at once, in rounds: each rank puts its whole buffer
+ * (cut into many messages; with ANYCCL_PORT_STAGE=1 and small bounce
+ * buffers the pools run dry on both sides), then a zero-byte put with a
+ * signal, flushes and overwrites its source at once (flush means the source
+ * was read), and checks what the peer put; at the end no signal is left over. */
+static int caseBig(struct ctx* c) {
+  enum { HALF = (1 << 20) + 24, ROUNDS = 6 };
+  struct pair p;
+  if (pairSetup(c, &p, 2 * HALF, 0, 1)) return 1;
+  uint64_t mine = (uint64_t)c->rank * HALF, theirs = (uint64_t)c->peer * HALF;
+  for (int round = 0; round < ROUNDS; round++) {
+    uint64_t* src = (uint64_t*)(p.buf + mine);
+    for (int k = 0; k < HALF / 8; k++) src[k] = pattern(k, round * 2 + c->rank);
+    if (pairBarrier(c, &p)) return 1; /* the peer checked my last round before I overwrite its copy */
+    uint64_t cut = (uint64_t)(round * 4099) % HALF;
+    OK(anycclPortPut(&p.ch, mine, mine, cut));
+    OK(anycclPortPut(&p.ch, mine + cut, mine + cut, HALF - cut));
+    OK(anycclPortPutWithSignalAndFlush(&p.ch, mine, mine, 0));
+    memset(src, 0xEE, HALF);
+    OK(anycclPortWait(&p.ch));
+    const uint64_t* got = (const uint64_t*)(p.buf + theirs);
+    for (int k = 0; k < HALF / 8; k++)
+      EXPECT(got[k] == pattern(k, round * 2 + c->peer), "round %d word %d: %llx, want %llx", round, k,
+             (unsigned long long)got[k], (unsigned long long)pattern(k, round * 2 + c->peer));
+  }
+  /* a signal too many (one applied twice) shows here: each rank polls while the peer waits for it */
+  if (c->rank == 1) OK(anycclPortWait(&p.ch));
+  if (c->rank == 0) OK(anycclPortSignal(&p.ch));
+  if (c->rank == 0) OK(anycclPortWait(&p.ch));
+  EXPECT(anycclPortPoll(&p.ch) == 0, "a signal too many");
+  OK(anycclPortSignal(&p.ch));
+  if (c->rank == 1) OK(anycclPortWait(&p.ch));
+  return pairTeardown(c, &p);
+}
+
+/* The direct path beside the proxy on one channel (directMax 1 KB here):
+ * rank 0 puts, rank 1 checks its memory against a model of the puts.
+ * 1. The proxy is not running: a big put waits in the FIFO, and a small
+ *    putWithSignal over its end must queue behind it (not overtake it).
+ * 2. 200 rounds through a FIFO of 8 (it wraps): a big put then a small
+ *    putWithSignal over its end; a small put direct (after a flush the
+ *    service is idle: nothing may enter the FIFO); a small put then a
+ *    signal; a big putWithSignal. Each signal counts exactly once. */
+static uint64_t getHead(const struct pair* p) { return __atomic_load_n(p->ch.fifo.head, __ATOMIC_ACQUIRE); }
+static int directRound(int i, uint64_t* off) { /* the round's kind; off: where its small put lands */
+  *off = (uint64_t)(i * 8) % 2048;
+  return i % 4;
+}
+static int caseDirect(struct ctx* c) {
+  enum { SMALL = 512, BIG = 4096, N = 200, SRC = 8192 };
+  struct pair p, q;
+  if (pairSetup(c, &p, SRC + BIG + SMALL, 8, 0)) return 1; /* [0, BIG): the peer's target; sources from SRC */
+  if (pairSetup(c, &q, 64, 0, 1)) return 1;                 /* barriers */
+  EXPECT(p.ch.dst != NULL && p.ch.directMax > 0, "no direct path to a peer of this host (directMax %llu)",
+         (unsigned long long)p.ch.directMax);
+  p.ch.directMax = 1024;
+  char* b = p.buf;
+  char model[BIG];
+  memset(model, 0, sizeof(model));
+  const uint64_t srcA = SRC, srcB = SRC + BIG; /* BIG bytes, SMALL bytes */
+  /* 1 */
+  if (c->rank == 0) {
+    for (int k = 0; k < BIG; k++) b[srcA + k] = (char)pattern(k, 1);
+    for (int k = 0; k < SMALL; k++) b[srcB + k] = (char)pattern(k, 2);
+    OK(anycclPortPut(&p.ch, 0, srcA, BIG));
+    OK(anycclPortPutWithSignal(&p.ch, BIG - SMALL, srcB, SMALL));
+    EXPECT(getHead(&p) == 2, "the small put did not queue behind the big one (%llu triggers)",
+           (unsigned long long)getHead(&p));
+  }
+  if (pairBarrier(c, &q)) return 1;
+  if (c->rank == 1) {
+    EXPECT(anycclPortPoll(&p.ch) == 0, "a signal overtook the queued put");
+    for (int k = 0; k < BIG; k++) EXPECT(b[k] == 0, "byte %d landed before the proxy ran", k);
+  }
+  if (pairBarrier(c, &q)) return 1;
+  OK(anycclProxyServiceStart(p.svc));
+  if (c->rank == 1) {
+    OK(anycclPortWait(&p.ch));
+    for (int k = 0; k < BIG; k++) model[k] = (char)pattern(k, 1);
+    for (int k = 0; k < SMALL; k++) model[BIG - SMALL + k] = (char)pattern(k, 2);
+    EXPECT(memcmp(b, model, BIG) == 0, "phase 1: the small put was overwritten by the big one before it");
+    OK(anycclPortSignal(&p.ch));
+  } else {
+    OK(anycclPortWait(&p.ch));
+  }
+  /* 2 */
+  for (int i = 0; i < N; i++) {
+    uint64_t off;
+    int kind = directRound(i, &off);
+    if (c->rank == 0) {
+      for (int k = 0; k < BIG; k++) b[srcA + k] = (char)pattern(k, 3 * i);
+      for (int k = 0; k < SMALL; k++) b[srcB + k] = (char)pattern(k, 3 * i + 1);
+      uint64_t h0;
+      switch (kind) {
+        case 0:
+          OK(anycclPortPut(&p.ch, 0, srcA, BIG));
+          OK(anycclPortPutWithSignal(&p.ch, BIG - SMALL, srcB, SMALL));
+          break;
+        case 1:
+          OK(anycclPortFlush(&p.ch));
+          h0 = getHead(&p);
+          OK(anycclPortPutWithSignal(&p.ch, off, srcB, SMALL));
+          EXPECT(getHead(&p) == h0, "round %d: an idle service's small put went through the FIFO", i);
+          break;
+        case 2:
+          OK(anycclPortPut(&p.ch, off, srcB, SMALL));
+          OK(anycclPortSignal(&p.ch));
+          break;
+        default:
+          OK(anycclPortPutWithSignal(&p.ch, 0, srcA, BIG));
+      }
+      OK(anycclPortWait(&p.ch)); /* rank 1 checked: my sources and its memory are free again */
+    } else {
+      OK(anycclPortWait(&p.ch));
+      if (kind == 0 || kind == 3)
+        for (int k = 0; k < BIG; k++) model[k] = (char)pattern(k, 3 * i);
+      if (kind == 0)
+        for (int k = 0; k < SMALL; k++) model[BIG - SMALL + k] = (char)pattern(k, 3 * i + 1);
+      if (kind == 1 || kind == 2)
+        for (int k = 0; k < SMALL; k++) model[off + k] = (char)pattern(k, 3 * i + 1);
+      for (int k = 0; k < BIG; k++)
+        EXPECT(b[k] == model[k], "round %d (kind %d): byte %d is %d, want %d", i, kind, k, b[k], model[k]);
+      OK(anycclPortSignal(&p.ch));
+    }
+  }
+  if (c->rank == 0) {
+    EXPECT(getHead(&p) >= 2 + N / 4 * 3, "%llu triggers: fewer than the big puts need", (unsigned long long)getHead(&p));
+    EXPECT(getHead(&p) > 8 * 10, "the FIFO of 8 wrapped only %llu times", (unsigned long long)getHead(&p) / 8);
+  }
+  /* exactly once: every signal was waited for, none is left over */
+  EXPECT(anycclPortPoll(&p.ch) == 0, "a signal counted twice");
+  if (p.ch.sem.hostInbound == NULL)
+    EXPECT(p.ch.sem.inbound->value == *p.ch.sem.expected && *p.ch.sem.expected == (uint64_t)N + 1,
+           "semaphore at %llu after %llu waits", (unsigned long long)p.ch.sem.inbound->value,
+           (unsigned long long)*p.ch.sem.expected);
+  if (pairTeardown(c, &q)) return 1;
+  return pairTeardown(c, &p);
+}
+
+/* Many producers on one service, direct and proxied puts at once: 8
+ * threads x 300 puts to their own words, the even ones of 200 bytes (the
+ * proxy), the odd ones of 8 (directMax 64: direct whenever the service is
+ * idle, which pauses between calls make frequent), through a FIFO of 64,
+ * then a put of 256 KB and a signal, which must wait for it; every byte
+ * checked. */
+struct mixArg { struct anycclPortChannel ch; int t; ncclResult_t r; };
+enum { MIX_SLOT = 256, MIX_LAST = 256 << 10 };
+static void* mixProducer(void* p) {
+  struct mixArg* a = p;
+  for (int k = 0; k < PER && a->r == ncclSuccess; k++) {
+    uint64_t off = ((uint64_t)a->t * PER + k) * MIX_SLOT;
+    a->r = anycclPortPut(&a->ch, off, off, a->t % 2 ? 8 : 200);
+    if (k % 4 == 0) usleep(10);
+  }
+  return NULL;
+}
+static int caseMixed(struct ctx* c) {
+  struct pair p;
+  const size_t slots = (size_t)PRODUCERS * PER * MIX_SLOT, bytes = slots + MIX_LAST;
+  if (pairSetup(c, &p, bytes, 64, 1)) return 1;
+  p.ch.directMax = 64;
+  if (c->rank == 0) {
+    for (size_t i = 0; i < bytes; i++) p.buf[i] = (char)pattern(i, 11);
+    struct mixArg a[PRODUCERS];
+    pthread_t t[PRODUCERS];
+    for (int i = 0; i < PRODUCERS; i++) {
+      a[i] = (struct mixArg){p.ch, i, ncclSuccess};
+      pthread_create(&t[i], NULL, mixProducer, &a[i]);
+    }
+    for (int i = 0; i < PRODUCERS; i++) {
+      pthread_join(t[i], NULL);
+      OK(a[i].r);
+    }
+    OK(anycclPortPut(&p.ch, slots, slots, MIX_LAST));
+    OK(anycclPortSignal(&p.ch));
+    uint64_t h = __atomic_load_n(p.ch.fifo.head, __ATOMIC_ACQUIRE);
+    EXPECT(h >= PRODUCERS * PER / 2, "%llu triggers for %d big puts", (unsigned long long)h, PRODUCERS * PER / 2);
+    fprintf(stderr, "mixed: %llu of %d calls through the FIFO\n", (unsigned long long)h, PRODUCERS * PER + 2);
+  } else {
+    OK(anycclPortWait(&p.ch));
+    for (size_t i = slots; i < bytes; i++)
+      EXPECT(p.buf[i] == (char)pattern(i, 11), "byte %zu of the last put: the signal overtook it", i - slots);
+    for (int t = 0; t < PRODUCERS; t++)
+      for (int k = 0; k < PER; k++) {
+        size_t off = ((size_t)t * PER + k) * MIX_SLOT, n = t % 2 ? 8 : 200;
+        for (size_t i = 0; i < MIX_SLOT; i++)
+          EXPECT(p.buf[off + i] == (i < n ? (char)pattern(off + i, 11) : 0), "producer %d put %d byte %zu", t, k, i);
+      }
+  }
+  return pairTeardown(c, &p);
+}
+
 static const struct { const char* name; caseFn fn; } kCases[] = {
+  {"big", caseBig},
   {"order", caseOrder}, {"fifo", caseFifo}, {"sems", caseSems}, {"mems", caseMems}, {"bad", caseBad},
   {"dead", caseDead}, {"memchan", caseMemchan}, {"host", caseHost}, {"custom", caseCustom}, {"encode", caseEncode}, {"two", caseTwo},
+  {"direct", caseDirect}, {"mixed", caseMixed},
 };
 
 static caseFn findCase(const char* name) {
@@ -490,29 +686,7 @@ int main(int argc, char** argv) {
       unsetenv("ANYCCL_OP_TIMEOUT");
       setenv("ANYCCL_PORT_TIMEOUT", "10", 1);
     }
-    ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-    char hex[2 * sizeof(id.internal) + 1];
-    hexId(&id, hex);
-    pid_t pids[2];
-    for (int r = 0; r < 2; r++) {
-      if ((pids[r] = fork()) == 0) {
-        char rs[8], host[16];
-        snprintf(rs, sizeof(rs), "%d", r);
-        snprintf(host, sizeof(host), "host%d", r);
-        if (strcmp(mode, "hosts") == 0) setenv("NCCL_HOSTID", host, 1);
-        execl("/proc/self/exe", argv[0], "--child", mode, argv[2], rs, hex, (char*)NULL);
-        _exit(127);
-      }
-    }
-    for (int r = 0; r < 2; r++) {
-      int st;
-      waitpid(pids[r], &st, 0);
-      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
-        fails++;
-      }
-    }
+    fails = forkPair(argv[0], mode, argv[2], strcmp(mode, "hosts") == 0);
   }
   if (fails) return 1;
   printf("PASS: %s %s\n", argv[2], mode);

@@ -454,6 +454,12 @@ static void caseTopo(const char* topoFile) {
   }
 }
 
+#ifdef P2P_WITH_RUNTIME
+/* test_p2p_cpu: link anyccl-cpu (the bounce buffers' copies run on its
+ * streams) without calling it before the dead case forks */
+void* volatile p2pKeepRuntime = (void*)&cudaGetDeviceCount;
+#endif
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_p2p sizes|tags|writeread|many|junk|dead|topo FILE\n");

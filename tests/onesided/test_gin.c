@@ -1,0 +1,185 @@
+/* The host half of GIN across hosts (src/backend/cuda_gin.c) on the cpu
+ * backend: two processes on two virtual hosts (NCCL_HOSTID), a host thread
+ * standing in for device code writes descriptors and triggers the way
+ * include/nccl_device/gin.h does, the proxies move them.
+ *   test_gin CASE     (CASE: ops, bad)
+ * ops: rank 0 puts 3 regions (each with a signal add, one with a counter),
+ *   a put-value with a signal, a bare signal, many small puts that fill the
+ *   FIFO, then flush: the counter is raised once per counted put, done has
+ *   passed every entry. Rank 1 waits on its host signal words, checks every
+ *   byte and that each signal arrived exactly once (no more after).
+ * bad: descriptors with a bad peer, an unknown device communicator, a counter
+ *   out of range and a window nobody registered are dropped with one WARN
+ *   and the service's error; nothing is written; later operations work. */
+#define _GNU_SOURCE
+#include <sched.h>
+#include "port_harness.h"
+#include "comm.h"
+#include "nccl_device/core.h"
+#include "../../src/onesided/port.h"
+
+static struct ctx gctx, *c = &gctx; /* the harness's EXPECT names c->rank */
+
+/* gin.h's anycclGinPush, on the host. */
+static int push(const ncclDevComm_t* dc, const struct anycclGinDesc* d) {
+  uint64_t s = __atomic_fetch_add(dc->ginProxy->fifoHead, 1ULL, __ATOMIC_RELAXED);
+  double t0 = nowSec();
+  while (s - __atomic_load_n(dc->ginProxy->tail, __ATOMIC_ACQUIRE) >= dc->ginProxy->fifoSize) {
+    EXPECT(__atomic_load_n(dc->ginProxy->state, __ATOMIC_ACQUIRE) == 0, "the proxy failed");
+    EXPECT(nowSec() - t0 < 10, "no room in the FIFO for 10 s");
+    sched_yield(); /* the proxy and the stream workers need the cores */
+  }
+  uint32_t slot = (uint32_t)(s & (dc->ginProxy->fifoSize - 1));
+  memcpy(&dc->ginProxy->descs[slot], d, sizeof(*d));
+  __atomic_store_n(&dc->ginProxy->fifoTrig[2 * slot], s, __ATOMIC_RELAXED);
+  __atomic_store_n(&dc->ginProxy->fifoTrig[2 * slot + 1], ANYCCL_GIN_TRIGGER, __ATOMIC_SEQ_CST);
+  /* a GPU cannot wake the proxy (it polls); a host thread can, as anycclPortPush does */
+  struct anycclPortShared* sh = (struct anycclPortShared*)dc->ginProxy->tail; /* tail is its first word */
+  if (__atomic_load_n(&sh->sleeping, __ATOMIC_SEQ_CST)) anycclPortHostKick(sh);
+  return 0;
+}
+
+static int flush(const ncclDevComm_t* dc) {
+  uint64_t want = __atomic_load_n(dc->ginProxy->fifoHead, __ATOMIC_ACQUIRE);
+  double t0 = nowSec();
+  while ((int64_t)(__atomic_load_n(dc->ginProxy->done, __ATOMIC_ACQUIRE) - want) < 0) {
+    EXPECT(nowSec() - t0 < 10, "flush: done stayed at %llu, want %llu", (unsigned long long)*dc->ginProxy->done,
+           (unsigned long long)want);
+    sched_yield();
+  }
+  return 0;
+}
+
+static int waitWord(const uint64_t* w, uint64_t least, const char* what) {
+  double t0 = nowSec();
+  while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < least) {
+    EXPECT(nowSec() - t0 < 10, "%s stayed at %llu, want %llu", what, (unsigned long long)*w, (unsigned long long)least);
+    sched_yield();
+  }
+  return 0;
+}
+
+static struct anycclGinDesc desc(uint32_t op, int peer, int mem, uint64_t dstOff, uint64_t src, uint64_t bytes,
+                                 int signal, uint64_t add, int counter) {
+  struct anycclGinDesc d = {op, peer, mem, 0, dstOff, src, bytes, add, signal, counter, 0};
+  return d;
+}
+
+static uint8_t pat(size_t i) { return (uint8_t)(i * 131 + 7); }
+
+enum { WIN = 1 << 20, SMALL = 600 };
+
+static int caseOps(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem) {
+  const size_t a = 40000, b = 300000, e = 3; /* 3 regions: [0,a) [a,a+b) [a+b,a+b+e) */
+  if (c->rank == 0) {
+    for (size_t i = 0; i < WIN; i++) win[i] = (char)pat(i);
+    if (push(dc, &(struct anycclGinDesc){0}) != 0) return 1; /* op 0: dropped (a bad descriptor first) */
+    if (push(dc, &(struct anycclGinDesc){ANYCCL_GIN_SIGNAL, 1, -1, 0, 0, 0, 0, 3, 3, -1, 0}) != 0) return 1;
+    struct anycclGinDesc d[3] = {
+      desc(ANYCCL_GIN_PUT, 1, mem, 0, (uint64_t)(uintptr_t)win, a, 0, 1, 0),
+      desc(ANYCCL_GIN_PUT, 1, mem, a, (uint64_t)(uintptr_t)(win + a), b, 0, 1, -1),
+      desc(ANYCCL_GIN_PUT, 1, mem, a + b, (uint64_t)(uintptr_t)(win + a + b), e, 1, 7, 0),
+    };
+    for (int k = 0; k < 3; k++)
+      if (push(dc, &d[k]) != 0) return 1;
+    uint64_t value = 0x1122334455667788ull;
+    struct anycclGinDesc v = desc(ANYCCL_GIN_PUT_VALUE, 1, mem, WIN - 8, value, 8, 2, 5, -1);
+    if (push(dc, &v) != 0) return 1;
+    /* many small counted puts from the second half: more than the FIFO holds */
+    for (int k = 0; k < SMALL; k++) {
+      struct anycclGinDesc s = desc(ANYCCL_GIN_PUT, 1, mem, WIN / 2 + 16 * k, (uint64_t)(uintptr_t)(win + WIN / 2 + 16 * k),
+                                    16, 1, 1, 1);
+      if (push(dc, &s) != 0) return 1;
+    }
+    if (flush(dc) != 0) return 1;
+    EXPECT(dc->ginProxy->hostCounters[0] == 2, "counter 0: %llu, want 2 (two counted puts)", (unsigned long long)dc->ginProxy->hostCounters[0]);
+    EXPECT(dc->ginProxy->hostCounters[1] == SMALL, "counter 1: %llu, want %d", (unsigned long long)dc->ginProxy->hostCounters[1], SMALL);
+    EXPECT(anycclProxyServiceGetError(anycclGinService(comm), 1) == ncclInvalidArgument,
+           "the descriptor of op 0 was not reported");
+    memset(win, 0xEE, WIN); /* flushed: the sources may change */
+    return 0;
+  }
+  memset(win, 0, WIN);
+  if (waitWord(&dc->ginProxy->hostSignals[0], 2, "signal 0") || waitWord(&dc->ginProxy->hostSignals[1], 7 + SMALL, "signal 1") ||
+      waitWord(&dc->ginProxy->hostSignals[2], 5, "signal 2") || waitWord(&dc->ginProxy->hostSignals[3], 3, "signal 3"))
+    return 1;
+  for (size_t i = 0; i < a + b + e; i++) EXPECT((uint8_t)win[i] == pat(i), "byte %zu: %u, want %u", i, (uint8_t)win[i], pat(i));
+  for (size_t i = a + b + e; i < WIN / 2; i++) EXPECT(win[i] == 0, "byte %zu written", i);
+  for (size_t i = WIN / 2; i < WIN / 2 + 16 * SMALL; i++) EXPECT((uint8_t)win[i] == pat(i), "small put byte %zu", i);
+  uint64_t v;
+  memcpy(&v, win + WIN - 8, 8);
+  EXPECT(v == 0x1122334455667788ull, "put-value %llx", (unsigned long long)v);
+  usleep(100000); /* a signal applied twice would show by now */
+  EXPECT(dc->ginProxy->hostSignals[0] == 2 && dc->ginProxy->hostSignals[1] == 7 + SMALL && dc->ginProxy->hostSignals[2] == 5 &&
+             dc->ginProxy->hostSignals[3] == 3,
+         "signals %llu %llu %llu %llu, want 2 %d 5 3", (unsigned long long)dc->ginProxy->hostSignals[0],
+         (unsigned long long)dc->ginProxy->hostSignals[1], (unsigned long long)dc->ginProxy->hostSignals[2],
+         (unsigned long long)dc->ginProxy->hostSignals[3], 7 + SMALL);
+  return 0;
+}
+
+static int caseBad(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem) {
+  (void)comm;
+  if (c->rank == 0) {
+    uint64_t src = (uint64_t)(uintptr_t)win;
+    struct anycclGinDesc bad[] = {
+      desc(ANYCCL_GIN_PUT, 7, mem, 0, src, 64, 0, 1, -1),        /* peer out of range */
+      desc(ANYCCL_GIN_PUT, 0, mem, 0, src, 64, 0, 1, -1),        /* myself (no network peer) */
+      desc(ANYCCL_GIN_PUT, 1, mem, 0, src, 64, 0, 1, 9),         /* counter out of range */
+      desc(ANYCCL_GIN_PUT, 1, mem + 50, 0, src, 64, 0, 1, -1),   /* a window the peer never registered */
+      desc(ANYCCL_GIN_PUT, 1, mem, WIN - 8, src, 64, 0, 1, -1),  /* past the end of the peer's window */
+      desc(ANYCCL_GIN_SIGNAL, 1, -1, 0, 0, 0, 99, 1, -1),        /* signal out of range (at the peer) */
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+      if (push(dc, &bad[k]) != 0) return 1;
+    struct anycclGinDesc d = desc(ANYCCL_GIN_PUT, 1, mem, 64, src + 64, 64, 0, 1, -1);
+    for (int k = 0; k < 64; k++) win[64 + k] = (char)(k + 1);
+    if (push(dc, &d) != 0 || flush(dc) != 0) return 1;
+    return 0;
+  }
+  memset(win, 0, WIN);
+  if (waitWord(&dc->ginProxy->hostSignals[0], 1, "signal 0")) return 1;
+  for (int k = 0; k < 64; k++) EXPECT(win[64 + k] == (char)(k + 1), "the good put, byte %d", k);
+  for (size_t i = 0; i < WIN; i++)
+    if (i < 64 || i >= 128) EXPECT(win[i] == 0, "byte %zu written by a dropped operation", i);
+  usleep(50000);
+  EXPECT(dc->ginProxy->hostSignals[0] == 1, "signal 0 = %llu: a dropped operation signalled", (unsigned long long)dc->ginProxy->hostSignals[0]);
+  return 0;
+}
+
+static int runRank(const char* name, int r, const char* hex) {
+  c->rank = r;
+  c->peer = 1 - r;
+  ncclUniqueId id;
+  unhexId(hex, &id);
+  ncclComm_t comm;
+  OK(ncclCommInitRank(&comm, 2, id, c->rank));
+  char* win;
+  EXPECT(cudaMalloc((void**)&win, WIN) == cudaSuccess, "cudaMalloc");
+  OK(anycclGinSetup(comm));
+  int mem;
+  OK(anycclGinRegister(comm, win, WIN, &mem));
+  EXPECT(mem >= 0, "no memory id");
+  ncclDevComm_t dc;
+  memset(&dc, 0, sizeof(dc));
+  OK(anycclGinAttach(comm, 0, 4, 2, &dc));
+  EXPECT(dc.ginProxy && dc.ginProxy->fifoSize >= 2 && dc.ginProxy->hostSignals && dc.ginProxy->hostCounters,
+         "device view");
+  int res = strcmp(name, "ops") == 0 ? caseOps(comm, &dc, win, mem) : caseBad(comm, &dc, win, mem);
+  anycclGinFree(comm);
+  cudaFree(win);
+  ncclCommDestroy(comm);
+  return res;
+}
+
+int main(int argc, char** argv) {
+  alarm(25);
+  if (argc == 6 && strcmp(argv[1], "--child") == 0) return runRank(argv[3], atoi(argv[4]), argv[5]);
+  if (argc != 2 || (strcmp(argv[1], "ops") != 0 && strcmp(argv[1], "bad") != 0)) {
+    fprintf(stderr, "usage: %s ops|bad\n", argv[0]);
+    return 2;
+  }
+  if (forkPair(argv[0], "hosts", argv[1], 1)) return 1;
+  printf("PASS: gin %s\n", argv[1]);
+  return 0;
+}
