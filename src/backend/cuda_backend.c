@@ -87,6 +87,10 @@ static int connIndex(const struct ncclComm* comm, const struct anycclConn* c) {
     return 2 * ANYCCL_MAX_CHANNELS + comm->nRanks + (int)(c - comm->p2pRecv);
   return -1;
 }
+const void* anycclCudaP2pRecvConn(const struct ncclComm* comm, int peer) {
+  int idx = connIndex(comm, &comm->p2pRecv[peer]);
+  return comm->devConns && idx >= 0 && idx < comm->nDevConns ? (const void*)(comm->devConns + idx) : NULL;
+}
 /* The same connection on p2p channel k (ring connections have one). */
 static int connSub(const struct ncclComm* comm, int idx, int k) {
   return idx >= 2 * ANYCCL_MAX_CHANNELS ? idx + k * 2 * comm->nRanks : idx;
@@ -337,6 +341,11 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   ACUCHECK(acuEventCreateWithFlags(&comm->cuOrderEvent, 0x2 /* cudaEventDisableTiming */));
   ACUCHECK(acuStreamCreateNonBlocking(&comm->cuMbxStream));
   ACUCHECK(acuEventCreateWithFlags(&comm->cuMbxEvent, 0x2 /* cudaEventDisableTiming */));
+  if (acuLaunchP2p) { /* cuda_p2p.c: a group's LL messages beside its FIFO ones */
+    ACUCHECK(acuStreamCreateNonBlocking(&comm->cuP2pStream));
+    ACUCHECK(acuEventCreateWithFlags(&comm->cuP2pFork, 0x2));
+    ACUCHECK(acuEventCreateWithFlags(&comm->cuP2pJoin, 0x2));
+  }
   return ncclSuccess;
 }
 
@@ -478,6 +487,10 @@ void anycclCudaFree(struct ncclComm* comm) {
   if (comm->cuMbxEvent) acuEventDestroy(comm->cuMbxEvent);
   if (comm->cuMbxStream) acuStreamDestroy(comm->cuMbxStream);
   comm->cuMbxEvent = comm->cuMbxStream = NULL;
+  if (comm->cuP2pFork) acuEventDestroy(comm->cuP2pFork);
+  if (comm->cuP2pJoin) acuEventDestroy(comm->cuP2pJoin);
+  if (comm->cuP2pStream) acuStreamDestroy(comm->cuP2pStream);
+  comm->cuP2pFork = comm->cuP2pJoin = comm->cuP2pStream = NULL;
   comm->devConns = NULL;
   comm->devScratch = comm->devSeg = NULL;
   comm->cuShared = NULL;
@@ -1061,20 +1074,31 @@ ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan
   for (int p = 0; p < plan->nphases && res == ncclSuccess; p++) {
     const struct anycclPhase* ph = &plan->phases[p];
     if (ph->nlanes == 0 || anycclCudaSymm(comm, ph, stream, &res)) continue;
+    /* send/recv: the small messages in the p2p LL kernel (cuda_p2p.c); the
+     * rest, if any, here beside it, joined after */
+    struct anycclPhase rest;
+    const int split = ph->func == FUNC_SEND ? anycclCudaP2p(comm, ph, (void*)stream, &rest, &res) : 0;
+    if (split == 1) continue;
+    const struct anycclPhase* run = split == 2 ? &rest : ph;
     t0 = anycclProfNow();
-    res = encodePhase(comm, ph, buf, ACU_BLOB_LARGE);
+    res = encodePhase(comm, run, buf, ACU_BLOB_LARGE);
     anycclProfAdd(PROF_ENCODE, t0);
-    if (res != ncclSuccess) break;
-    if (((struct acuPhase*)buf)->nlanes == 0) continue;
-    if (comm->trace) traceLanes(comm, ph, p);
-    t0 = anycclProfNow();
-    int e = acuLaunchPhase((const struct acuPhase*)buf, (void*)stream);
-    anycclProfAdd(PROF_KERNEL, t0);
-    if (e != 0) {
-      WARN("%s: kernel launch on stream %p failed: %s (%d); is the stream valid and on device %d?", ph->what,
-           (void*)stream, acuErrorString(e), e, comm->cudaDev);
-      res = ncclUnhandledCudaError;
+    if (res == ncclSuccess && ((struct acuPhase*)buf)->nlanes > 0) {
+      if (comm->trace) traceLanes(comm, run, p);
+      t0 = anycclProfNow();
+      int e = acuLaunchPhase((const struct acuPhase*)buf, (void*)stream);
+      anycclProfAdd(PROF_KERNEL, t0);
+      if (e != 0) {
+        WARN("%s: kernel launch on stream %p failed: %s (%d); is the stream valid and on device %d?", ph->what,
+             (void*)stream, acuErrorString(e), e, comm->cudaDev);
+        res = ncclUnhandledCudaError;
+      }
     }
+    if (split == 2) {
+      ncclResult_t j = anycclCudaP2pJoin(comm, (void*)stream, &rest);
+      if (res == ncclSuccess) res = j;
+    }
+    if (res != ncclSuccess) break;
   }
   t0 = anycclProfNow();
   if (res == ncclSuccess) res = orderAfter(comm, stream, capturing);

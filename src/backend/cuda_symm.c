@@ -39,11 +39,34 @@ size_t anycclCudaStageBytes(void) {
   return ((size_t)v + 255) / 256 * 256;
 }
 
+int anycclSymmP2pOp(const struct ncclComm* comm, size_t bytes) {
+  const int64_t most = anycclParamInt(PARAM_CUDA_SYMM_P2P);
+  return comm->nHosts == 1 && comm->nRanks >= 2 && comm->nRanks <= ACU_SYMM_MAX_RANKS &&
+         anycclParamInt(PARAM_CUDA_SYMM) && comm->llThreshold > 0 && most > 0 && bytes > 0 &&
+         bytes <= (size_t)most && bytes <= ACU_P2P_LL_MAX;
+}
+
+int anycclSymmP2pBlocks(size_t bytes, int nops, int copy) {
+  size_t units = copy ? (bytes + 4095) / 4096 : ((bytes + 7) / 8 + 255) / 256;
+  size_t cap = 128 / (size_t)(nops < 1 ? 1 : nops);
+  if (cap > 32) cap = 32;
+  if (units > cap) units = cap;
+  return units < 1 ? 1 : (int)units;
+}
+
 int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, struct anycclSymmChoice* c) {
   memset(c, 0, sizeof(*c));
   const int n = comm->nRanks;
   if (n < 2 || n > ACU_SYMM_MAX_RANKS || !anycclParamInt(PARAM_CUDA_SYMM)) return ANYCCL_SYMM_NONE;
   const int func = ph->func;
+  if (func == FUNC_SEND) { /* send/recv: some message small enough */
+    for (int i = 0; i < ph->nlanes; i++) {
+      const struct anycclLane* l = &ph->lanes[i];
+      for (int j = 0; l->kind != LANE_COPY && j < l->nops; j++)
+        if (anycclSymmP2pOp(comm, l->ops[j].bytes)) c->bytes += l->ops[j].bytes;
+    }
+    return c->bytes ? ANYCCL_SYMM_P2P : ANYCCL_SYMM_NONE;
+  }
   const int rooted = func == FUNC_BROADCAST || func == FUNC_REDUCE; /* LL only */
   const int a2a = func == FUNC_ALLTOALL;                             /* LL only */
   const int reduce = func == FUNC_ALLREDUCE || func == FUNC_REDUCESCATTER || func == FUNC_REDUCE;

@@ -355,10 +355,10 @@ __device__ __forceinline__ void llPut(uint4* p, uint2 d, uint32_t flag) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(d.x), "r"(flag), "r"(d.y), "r"(flag)
                : "memory");
 }
-/* Poll my line from `src` until it carries `flag`. False on abort, timeout,
- * a peer in another collective (reported) or another thread's stop. */
-__device__ bool llGet(const acuSymm& a, uint32_t flag, int src, uint64_t i, uint2* d) {
-  const uint4* p = llLine(a, a.rank, flag, src, i);
+/* Poll line p until it carries `flag`. False on another thread's stop, or
+ * once stall(&start) (its slow path, every 1024 spins) is true. */
+template <class Stall>
+__device__ bool llPoll(const uint4* p, uint32_t flag, uint2* d, Stall stall) {
   uint64_t start = 0;
   for (uint32_t spins = 0;; spins++) {
     uint4 v;
@@ -372,11 +372,16 @@ __device__ bool llGet(const acuSymm& a, uint32_t flag, int src, uint64_t i, uint
     }
     if ((spins & 1023) != 1023) continue;
     if (*(volatile int*)&sStop) return false;
-    if (stalled(a, src, &start)) {
+    if (stall(&start)) {
       sStop = 1;
       return false;
     }
   }
+}
+/* My line from `src`. False on abort, timeout, a peer in another
+ * collective (reported) or another thread's stop. */
+__device__ bool llGet(const acuSymm& a, uint32_t flag, int src, uint64_t i, uint2* d) {
+  return llPoll(llLine(a, a.rank, flag, src, i), flag, d, [&](uint64_t* st) { return stalled(a, src, st); });
 }
 
 /* Rooted LL collectives send lines one way, so no wait of the sender shows
@@ -541,7 +546,160 @@ __global__ void __launch_bounds__(ACU_THREADS, 1) symmKernel(const __grid_consta
   if (threadIdx.x == 0) a.epoch[blockIdx.x] = e0 + 2;
 }
 
+/* ---- send/recv: LL lines into the receiver's p2p area ---------------------
+ * (cuda_exec.h, "Send/recv on one host"). Each op has blocks of its own, so
+ * that the group's transfers progress together as NCCL's do: a send block
+ * waits only until the receiver freed the message two before on that pair
+ * (an earlier group's, unless a group sends more than two to one peer); a
+ * receive block polls its lines. The message numbers are read at the start
+ * and advanced by the last block to finish (a ticket): all blocks read them
+ * before, and the next kernel on the stream after. */
+__shared__ uint64_t sUse;
+
+__device__ void p2pReport(const acuP2p& a, uint32_t err, int peer) {
+  if (a.shared->err == ACU_ERR_NONE) {
+    a.shared->errPeer = peer;
+    a.shared->err = err;
+    __threadfence_system();
+  }
+}
+
+/* A p2p wait's slow path: true (reported) on abort, timeout, or a peer's
+ * poison in my mailbox (a rank that found a mismatch). */
+__device__ bool p2pStalled(const acuP2p& a, int peer, uint64_t* start) {
+  const uint64_t m = *(volatile const uint64_t*)a.mailbox;
+  if (m & ACU_POISON) {
+    p2pReport(a, ACU_ERR_POISONED, (int)(uint32_t)m);
+    return true;
+  }
+  return !acuKeepWaiting(a.shared, a.timeoutNs, start, peer);
+}
+
+/* Poll line p until it carries `flag`; false on a stop (reported). `fifo`
+ * (a header's wait, when the group receives nothing else from the peer):
+ * the peer's FIFO to me; a slot posted there (simple: its tail, LL: the
+ * first line's flag) while my header is still missing means the peer sent
+ * this message through the FIFO: its size differs across
+ * ANYCCL_CUDA_SYMM_P2P (a later message of the peer's is posted only after
+ * this one's lines, so the header is read again first). The peer's head
+ * is poisoned then, as a stopping FIFO lane does. */
+__device__ bool p2pPoll(const acuP2p& a, const uint4* p, uint32_t flag, int peer, uint2* d, const acuConn* fifo) {
+  return llPoll(p, flag, d, [&](uint64_t* st) {
+    if (fifo) {
+      const uint64_t step = fifo->step, tail = ldAcquire(fifo->tail);
+      if (tail & ACU_POISON) {
+        p2pReport(a, ACU_ERR_POISONED, (int)(uint32_t)tail);
+        return true;
+      }
+      const volatile uint32_t* line = (const volatile uint32_t*)(fifo->llbuf + (step % fifo->nslots) * (uint64_t)fifo->llSlotBytes);
+      const volatile uint32_t* hd = (const volatile uint32_t*)p;
+      if ((tail > step || line[1] == (uint32_t)(step + 1)) && !(hd[1] == flag && hd[3] == flag)) {
+        p2pReport(a, ACU_ERR_MISMATCH, peer);
+        stVolatile(fifo->head, ACU_POISON | (uint32_t)a.rank); /* a sender waiting for room stops too */
+        return true;
+      }
+    }
+    return p2pStalled(a, peer, st);
+  });
+}
+
+/* Lines [lb, le) of the op's data (line 0 of the area is the header). */
+__device__ void p2pSend(const acuP2p& a, const acuP2pOp& o, uint64_t use, uint64_t lb, uint64_t le) {
+  const uint32_t flag = (uint32_t)use;
+  const int par = (int)(use & 1);
+  if (threadIdx.x == 0) {
+    /* the receiver freed message use - 2 of this parity (it stores it here) */
+    const volatile uint64_t* freed = a.ctl + ACU_P2P_FREED + o.peer * 2 + par;
+    uint64_t start = 0;
+    for (uint32_t spins = 0; *freed + 2 < use; spins++)
+      if ((spins & 1023) == 1023 && p2pStalled(a, o.peer, &start)) {
+        sStop = 1;
+        break;
+      }
+  }
+  __syncthreads();
+  if (sStop) return;
+  uint4* area = (uint4*)(a.peerCtl[o.peer] + ACU_P2P_CTL_WORDS) + (uint64_t)(a.rank * 2 + par) * ACU_P2P_LINES;
+  if (lb == 0 && threadIdx.x == 0) llPut(area, make_uint2(o.bytes, o.bytes), flag);
+  const char* src = (const char*)o.src;
+  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) llPut(area + 1 + i, ld8(src + i * 8, lineLen(o.bytes, i)), flag);
+}
+
+__device__ void p2pRecv(const acuP2p& a, const acuP2pOp& o, uint64_t use, uint64_t lb, uint64_t le) {
+  const uint32_t flag = (uint32_t)use;
+  const int par = (int)(use & 1);
+  const uint4* area = (const uint4*)(a.ctl + ACU_P2P_CTL_WORDS) + (uint64_t)(o.peer * 2 + par) * ACU_P2P_LINES;
+  if (threadIdx.x == 0) {
+    uint2 h;
+    if (!p2pPoll(a, area, flag, o.peer, &h, (const acuConn*)o.src)) {
+      sStop = 1;
+    } else if (h.x != o.bytes) { /* the sender's message has another size */
+      if (a.shared->err == ACU_ERR_NONE) {
+        a.shared->expected = o.bytes;
+        a.shared->got = h.x;
+      }
+      p2pReport(a, ACU_ERR_SIZE, o.peer);
+      sStop = 1;
+    }
+  }
+  __syncthreads();
+  if (sStop) return;
+  char* dst = (char*)o.dst;
+  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
+    uint2 x;
+    if (!p2pPoll(a, area + 1 + i, flag, o.peer, &x, nullptr)) break;
+    st8(dst + i * 8, x, lineLen(o.bytes, i));
+  }
+  __syncthreads();
+  if (sStop || threadIdx.x != 0) return;
+  /* the last block of the message frees its parity: my loads before the store */
+  uint32_t* done = (uint32_t*)(a.ctl + ACU_P2P_DONE) + o.peer * 2 + par;
+  if (atomicInc(done, o.nb - 1) == (uint32_t)(o.nb - 1)) {
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+    stVolatile(a.peerCtl[o.peer] + ACU_P2P_FREED + a.rank * 2 + par, use);
+  }
+}
+
+__global__ void __launch_bounds__(ACU_THREADS, 1) p2pKernel(const __grid_constant__ acuP2p a) {
+  int j = 0;
+  while (j + 1 < a.nops && a.ops[j + 1].b0 <= blockIdx.x) j++;
+  const acuP2pOp& o = a.ops[j];
+  const uint64_t k = blockIdx.x - o.b0;
+  if (threadIdx.x == 0) {
+    sStop = 0;
+    if (o.kind != ACU_P2P_OP_COPY)
+      sUse = *(volatile uint64_t*)(a.ctl + (o.kind == ACU_P2P_OP_SEND ? ACU_P2P_SENT : ACU_P2P_RECVD) + o.peer) + o.idx + 1;
+  }
+  __syncthreads();
+  if (o.kind == ACU_P2P_OP_COPY) {
+    const uint64_t per = ((o.bytes + o.nb - 1) / o.nb + 15) / 16 * 16;
+    const uint64_t beg = per * k < o.bytes ? per * k : o.bytes, end = beg + per < o.bytes ? beg + per : o.bytes;
+    copyBytes((char*)o.dst, (const char*)o.src, beg, end);
+  } else {
+    const uint64_t lines = (o.bytes + 7) / 8, per = (lines + o.nb - 1) / o.nb;
+    const uint64_t lb = per * k < lines ? per * k : lines, le = lb + per < lines ? lb + per : lines;
+    if (o.kind == ACU_P2P_OP_SEND) p2pSend(a, o, sUse, lb, le);
+    else p2pRecv(a, o, sUse, lb, le);
+  }
+  /* every block, stopped or not: the last one advances the message numbers */
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  __threadfence();
+  uint32_t* ticket = (uint32_t*)(a.ctl + ACU_P2P_TICKET);
+  if (atomicAdd(ticket, 1u) != gridDim.x - 1) return;
+  *ticket = 0;
+  for (int i = 0; i < a.nops; i++)
+    if (a.ops[i].kind != ACU_P2P_OP_COPY)
+      a.ctl[(a.ops[i].kind == ACU_P2P_OP_SEND ? ACU_P2P_SENT : ACU_P2P_RECVD) + a.ops[i].peer]++;
+  __threadfence();
+}
+
 } // namespace
+
+extern "C" int acuLaunchP2p(const struct acuP2p* a, int blocks, int threads, void* stream) {
+  p2pKernel<<<dim3(blocks), dim3(threads), 0, (cudaStream_t)stream>>>(*a);
+  return cudaGetLastError();
+}
 
 extern "C" int acuLaunchSymm(const struct acuSymm* a, int blocks, int threads, void* stream) {
   symmKernel<<<dim3(blocks), dim3(threads), 0, (cudaStream_t)stream>>>(*a);

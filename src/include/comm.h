@@ -148,6 +148,8 @@ struct ncclComm {
   int cuPendPeer;                 /* ... and its sender */
   void* cuMbxStream;             /* private non-blocking stream: async reads of the mismatch mailbox */
   void* cuMbxEvent;
+  void* cuP2pStream;             /* side stream: a group's LL messages beside its FIFO ones */
+  void* cuP2pFork, *cuP2pJoin;   /* events of the fork and join */
   int cuMbxPending;              /* a mailbox read is in flight */
   uint32_t cuMbxBusy;            /* a thread is polling (atomic) */
   double cuMbxLast;              /* when the last read was issued (anycclNowSec) */
@@ -213,7 +215,16 @@ int anycclWinSymmetric(struct ncclComm* comm, const void* p, size_t bytes, char*
  * checks them): NONE: the FIFO path; LL: one LL kernel (c->blocks blocks);
  * STAGED: the staged two-barrier kernels; WINDOW_ONLY: the window kernels
  * if the buffers lie in symmetric windows, else the FIFO path. */
-enum { ANYCCL_SYMM_NONE = 0, ANYCCL_SYMM_LL = 1, ANYCCL_SYMM_STAGED = 2, ANYCCL_SYMM_WINDOW_ONLY = 3 };
+enum { ANYCCL_SYMM_NONE = 0, ANYCCL_SYMM_LL = 1, ANYCCL_SYMM_STAGED = 2, ANYCCL_SYMM_WINDOW_ONLY = 3, ANYCCL_SYMM_P2P = 4 };
+/* Send/recv (P2P: a send/recv phase with at least one such message): a
+ * message of `bytes` goes as LL lines into the receiver's segment (the
+ * p2p LL kernel) when this is 1, else through the FIFOs. Both ends of a
+ * message decide alike from its size (ANYCCL_CUDA_SYMM_P2P, equal on every
+ * rank), whatever else their groups hold. */
+int anycclSymmP2pOp(const struct ncclComm* comm, size_t bytes);
+/* The p2p LL kernel's blocks for one op of a kernel of nops ops (256+
+ * lines a block, copies 4 KB a block; at most 32, and 128 in all). */
+int anycclSymmP2pBlocks(size_t bytes, int nops, int copy);
 struct anycclSymmChoice {
   size_t bytes;            /* per-rank message: the vector, or (all-gather, reduce-scatter) a rank's block */
   size_t inBytes, outBytes;
@@ -224,6 +235,17 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
 /* Symmetric-window collectives (backend/cuda_symm.c): 1 if the phase ran
  * that way (launched, or failed into *res), 0 to take the FIFO path. */
 int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* stream, ncclResult_t* res);
+/* A send/recv phase's LL messages (anycclSymmP2pOp): 0 none (the FIFO
+ * path for all), 1 all of them ran in the p2p LL kernel (or failed into
+ * *res), 2 the LL kernel runs on the communicator's side stream, forked
+ * from `stream`, and *rest is the phase without them: launch it on `stream`,
+ * then anycclCudaP2pJoin (which frees *rest). */
+int anycclCudaP2p(struct ncclComm* comm, const struct anycclPhase* ph, void* stream, struct anycclPhase* rest,
+                  ncclResult_t* res);
+ncclResult_t anycclCudaP2pJoin(struct ncclComm* comm, void* stream, struct anycclPhase* rest);
+/* The device connection (struct acuConn) rank `peer` sends to me through
+ * on p2p channel 0, or NULL. */
+const void* anycclCudaP2pRecvConn(const struct ncclComm* comm, int peer);
 /* The segment's mismatch mailbox (+0), op word (+8) and symmetric-kernel
  * barrier pads (+64) of rank q, as mapped here (cuda_exec.h). */
 char* anycclCudaMailbox(const struct ncclComm* comm, int q);

@@ -224,11 +224,59 @@ struct acuSymm {
 };
 #define ACU_SYMM_PAD_BYTES (ACU_SYMM_MAX_BLOCKS * ACU_SYMM_MAX_RANKS * 8 + 2 * ACU_SYMM_MAX_BLOCKS * 8)
 #define ACU_SYMM_LL_BYTES ((size_t)ACU_SYMM_LL_BLOCKS * 2 * ACU_SYMM_MAX_RANKS * ACU_SYMM_LL_LINES * 16)
-/* The staging area (ANYCCL_CUDA_SYMM_STAGE bytes) follows the LL lines, at
+
+/* Send/recv on one host (symm.cu acuLaunchP2p, backend/cuda_p2p.c): a
+ * message of at most ANYCCL_CUDA_SYMM_P2P bytes (ACU_P2P_LL_MAX at most)
+ * to a peer whose segment is mapped here goes as LL lines into the
+ * receiver's p2p area: [source][parity][ACU_P2P_LINES], line 0 a header
+ * {bytes, flag, bytes, flag}, then the data lines. The flag is the
+ * message's number on that (sender, receiver) pair, from 1; message u
+ * uses parity u & 1, and its sender first waits until the receiver freed
+ * message u - 2 of that parity (it stores u into the sender's freed word
+ * once every block of it read its lines). The control words (ACU_P2P_*,
+ * uint64_t indices) precede the lines; the counters advance on the device,
+ * so graph replays stay in step. */
+#define ACU_P2P_LL_MAX (1u << 20)
+#define ACU_P2P_LINES (ACU_P2P_LL_MAX / 8 + 8)
+#define ACU_P2P_MAX_OPS 32
+enum {
+  ACU_P2P_SENT = 0,                                  /* [peer]: messages sent to peer */
+  ACU_P2P_RECVD = ACU_SYMM_MAX_RANKS,                /* [peer]: messages received from peer */
+  ACU_P2P_FREED = 2 * ACU_SYMM_MAX_RANKS,            /* [peer][parity]: the receiver peer freed this message */
+  ACU_P2P_DONE = 4 * ACU_SYMM_MAX_RANKS,             /* [peer][parity] as uint32_t: blocks done (atomicInc) */
+  ACU_P2P_TICKET = 6 * ACU_SYMM_MAX_RANKS,           /* uint32_t: blocks of the kernel done */
+  ACU_P2P_CTL_WORDS = 512
+};
+#define ACU_P2P_BYTES ((size_t)ACU_P2P_CTL_WORDS * 8 + (size_t)ACU_SYMM_MAX_RANKS * 2 * ACU_P2P_LINES * 16)
+#define ACU_P2P_OFF ((64 + ACU_SYMM_PAD_BYTES + ACU_SYMM_LL_BYTES + 255) / 256 * 256)
+enum { ACU_P2P_OP_SEND = 0, ACU_P2P_OP_RECV, ACU_P2P_OP_COPY };
+struct acuP2pOp {
+  uint64_t src, dst;   /* send: src; recv: dst; copy: both. recv: src = the peer's FIFO to me
+                        * (its struct acuConn in the device table) when the group receives nothing
+                        * else from the peer, else 0: a slot there is a mismatch */
+  uint32_t bytes;
+  int16_t peer;
+  uint8_t kind;        /* ACU_P2P_OP_* */
+  uint8_t nb;          /* its blocks */
+  uint16_t b0;         /* its first block */
+  uint16_t idx;        /* earlier ops of this kernel with the same peer and kind (send, recv) */
+  uint32_t pad;
+};
+struct acuP2p {
+  uint64_t* ctl;                        /* my control words (my segment + ACU_P2P_OFF) */
+  uint64_t* peerCtl[ACU_SYMM_MAX_RANKS]; /* each peer's, as mapped here (NULL: not used) */
+  const uint64_t* mailbox;              /* my mismatch mailbox (a peer's poison) */
+  struct acuShared* shared;
+  uint64_t timeoutNs;
+  int32_t rank, nops;
+  struct acuP2pOp ops[ACU_P2P_MAX_OPS];
+};
+
+/* The staging area (ANYCCL_CUDA_SYMM_STAGE bytes) follows the p2p lines, at
  * this offset from the mailbox: mid-size collectives on buffers outside
  * windows copy their input there, reduce or gather over the peers' areas,
  * and copy the result out. */
-#define ACU_SYMM_STAGE_OFF ((64 + ACU_SYMM_PAD_BYTES + ACU_SYMM_LL_BYTES + 255) / 256 * 256)
+#define ACU_SYMM_STAGE_OFF ((ACU_P2P_OFF + ACU_P2P_BYTES + 255) / 256 * 256)
 
 /* Blob capacities. A launch takes the kernel of the smallest size class that
  * holds its blob (1, 2, 4, 8, 16 or 32 KB: exec.cu): the GPU copies the whole
@@ -295,6 +343,8 @@ ACU_FN int acuCaptureModeExchange(int mode);
 ACU_FN int acuLaunchPhase(const struct acuPhase* blob, void* stream);
 /* Launch a symmetric-window collective (symm.cu). */
 ACU_FN int acuLaunchSymm(const struct acuSymm* a, int blocks, int threads, void* stream);
+/* Launch the LL send/recv kernel (symm.cu). */
+ACU_FN int acuLaunchP2p(const struct acuP2p* a, int blocks, int threads, void* stream);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,10 @@
  *           into a peer's segment (16 wire bytes per 8 of data), each
  *           sender's flows capped at its blocks x symm_ll_block_GBps
  *           shared among the peers it stores into;
+ *   p2p     (send/recv, when every message of every rank takes the LL
+ *           kernel) launch + route latency + a flow per message (16 wire
+ *           bytes per 8, plus a header line), capped at the op's blocks x
+ *           symm_ll_block_GBps; self copies at symm_copy_GBps beside them;
  *   staged  launch + copy in + barrier + route latency + the flows of the
  *           exchange + barrier (+ copy out: all-reduce); copies at
  *           symm_copy_GBps on no link, flows capped at the kernel's blocks x
@@ -32,6 +36,21 @@ int simSymmPath(const struct anycclSimWorld* w, struct anycclPlan** plans, int p
   if (w->noSymm || comm->nHosts != 1 || w->n > ACU_SYMM_MAX_RANKS || ph->nlanes == 0) return ANYCCL_SYMM_NONE;
   /* no symmetric windows on the sim backend: WINDOW_ONLY is the FIFO path */
   int path = anycclSymmPath(comm, ph, c);
+  if (path == ANYCCL_SYMM_P2P) { /* modelled when every rank's messages all take the kernel, else the FIFO plan */
+    int sends = 0;
+    for (int r = 0; r < w->n; r++) {
+      if (p >= plans[r]->nphases || plans[r]->phases[p].func != FUNC_SEND) return ANYCCL_SYMM_NONE;
+      const struct anycclPhase* q = &plans[r]->phases[p];
+      for (int i = 0; i < q->nlanes; i++) sends += q->lanes[i].kind == LANE_P2P_SEND ? q->lanes[i].nops : 0;
+      if (sends > SYMM_MAX_FLOWS) return ANYCCL_SYMM_NONE; /* (as many flows) */
+      for (int i = 0; i < q->nlanes; i++)
+        for (int j = 0; j < q->lanes[i].nops; j++)
+          if (q->lanes[i].kind == LANE_COPY ? q->lanes[i].ops[j].bytes > ACU_P2P_LL_MAX
+                                            : !anycclSymmP2pOp(comm, q->lanes[i].ops[j].bytes))
+            return ANYCCL_SYMM_NONE;
+    }
+    return path;
+  }
   return path == ANYCCL_SYMM_LL || path == ANYCCL_SYMM_STAGED ? path : ANYCCL_SYMM_NONE;
 }
 
@@ -60,8 +79,28 @@ ncclResult_t simSymmRun(struct anycclSimWorld* w, struct anycclPlan** plans, int
   struct simRoundFlow info[SYMM_MAX_FLOWS];
   double lat[SYMM_MAX_FLOWS];
   int nf = 0;
-  double before = cal->symmLaunchUs * 1e-6, after = 0;
-  if (path == ANYCCL_SYMM_LL) {
+  double before = cal->symmLaunchUs * 1e-6, after = 0, copyT = 0;
+  if (path == ANYCCL_SYMM_P2P) {
+    /* each rank's kernel: a flow per message to its receiver, 2 x bytes +
+     * the header line, capped at the op's blocks x symm_ll_block_GBps; self
+     * copies at symm_copy_GBps on no link, beside them */
+    for (int r = 0; r < n; r++) {
+      const struct anycclPhase* q = &plans[r]->phases[p];
+      int nops = 0; /* the kernel's ops (cuda_p2p.c) */
+      for (int i = 0; i < q->nlanes; i++) nops += q->lanes[i].kind == LANE_COPY ? q->lanes[i].nops / 2 : q->lanes[i].nops;
+      nops = nops > ACU_P2P_MAX_OPS ? ACU_P2P_MAX_OPS : nops;
+      for (int i = 0; i < q->nlanes; i++) {
+        const struct anycclLane* l = &q->lanes[i];
+        for (int j = 0; j < l->nops; j++) {
+          const double b = (double)l->ops[j].bytes;
+          if (l->kind == LANE_COPY && j % 2 == 0 && b / (cal->symmCopyGBps * 1e9) > copyT) copyT = b / (cal->symmCopyGBps * 1e9);
+          if (l->kind != LANE_P2P_SEND) continue;
+          double cap = anycclSymmP2pBlocks(l->ops[j].bytes, nops, 0) * cal->symmLLBlockGBps * 1e9;
+          addFlows(fab, n, r, (int)(l->conn - plans[r]->comm->p2pSend), 2 * b + 16, cap, f, info, lat, &nf);
+        }
+      }
+    }
+  } else if (path == ANYCCL_SYMM_LL) {
     double rank = c->blocks * cal->symmLLBlockGBps * 1e9; /* one rank's blocks */
     double wire = 2 * B;                                   /* 16-byte lines of 8 data bytes */
     if (func == FUNC_BROADCAST) {
@@ -95,14 +134,14 @@ ncclResult_t simSymmRun(struct anycclSimWorld* w, struct anycclPlan** plans, int
     }
   }
   NCCLCHECK(simFlowsRun(f, nf, fab->linkBps, fab->nLinks));
-  double xfer = 0;
+  double xfer = copyT; /* (p2p self copies, beside the flows) */
   for (int i = 0; i < nf; i++)
     if (lat[i] + f[i].end > xfer) xfer = lat[i] + f[i].end;
   struct simBuilder b = {f, info, lat, nf, nf};
   simAccRound(acc, &b);
   simAccFlush(w, acc, 1);
   if (w->flowFile) {
-    const char* what = path == ANYCCL_SYMM_LL ? "symm-ll" : "symm-staged";
+    const char* what = path == ANYCCL_SYMM_P2P ? "symm-p2p" : path == ANYCCL_SYMM_LL ? "symm-ll" : "symm-staged";
     for (int i = 0; i < nf; i++)
       simWriteFlow(w, w->nextFlowId + i, -1, -1, plans[0]->seq, what, info[i].src, info[i].dst, f[i].bytes, 0, 0,
                    f[i].links, f[i].nlinks, t0 + before, t0 + before + lat[i] + f[i].end);

@@ -1,7 +1,7 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow chain_fill symm_ll symm_a2a conservation reserve flowfile PATH
+ *   flows_one flows_share spine bad_fabric ring_slow chain_fill symm_ll symm_a2a symm_p2p conservation reserve flowfile PATH
  *   trace PATH timeline PATH rails */
 #include <math.h>
 #include <stdio.h>
@@ -292,8 +292,10 @@ static const char* symmCalib(const char* name) {
   return cal;
 }
 /* ncclGroupSimulateEnd's estimate (us) of an all-reduce of `bytes` floats'
- * bytes, or (a2a) an all-to-all of `bytes` per peer, on n ranks of one host. */
-static double symmEstimate(int n, int dataflow, int a2a, size_t bytes) {
+ * bytes (what 0), an all-to-all of `bytes` per peer (1), or a send of
+ * `bytes` from every rank to the next with the matching receives (2), on n
+ * ranks of one host. */
+static double symmEstimate(int n, int dataflow, int what, size_t bytes) {
   setenv("ANYCCL_SIM_MODEL", dataflow ? "dataflow" : "lockstep", 1);
   int devs[N];
   for (int i = 0; i < n; i++) devs[i] = i;
@@ -303,8 +305,14 @@ static double symmEstimate(int n, int dataflow, int a2a, size_t bytes) {
   ncclGroupStart();
   for (int i = 0; i < n; i++) {
     char* out = (char*)bufs[i] + (4 << 20);
-    if (a2a) ncclAlltoAll(bufs[i], out, bytes, ncclUint8, comms[i], streams[i]);
-    else ncclAllReduce(bufs[i], out, bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+    if (what == 1) {
+      ncclAlltoAll(bufs[i], out, bytes, ncclUint8, comms[i], streams[i]);
+    } else if (what == 2) {
+      ncclSend(bufs[i], bytes, ncclUint8, (i + 1) % n, comms[i], streams[i]);
+      ncclRecv(out, bytes, ncclUint8, (i + n - 1) % n, comms[i], streams[i]);
+    } else {
+      ncclAllReduce(bufs[i], out, bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+    }
   }
   CHECK(ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
   for (int i = 0; i < n; i++) {
@@ -359,36 +367,55 @@ static void symmLL(void) {
  * 0 (the second ctest) it takes the FIFO plan instead: the time must be
  * another (a path choice that ignored the knob, or missed all-to-all, fails
  * one of the two). */
-static void symmA2A(void) {
-  const char* cal = symmCalib("sim_a2a.calib");
-  const char* knob = getenv("ANYCCL_CUDA_SYMM_A2A");
-  const int ll = !(knob && atoll(knob) == 0);
-  struct {
-    int n;
-    size_t bytes; /* per peer */
-    double want;  /* us, by hand (LL) */
-    const char* why;
-  } cases[] = {
-      {2, 256 << 10, 4 + 0.5 + 524288 / 100e3, "2 ranks, 128 blocks: the link's 100 GB/s binds"},
-      {8, 64 << 10, 4 + 0.5 + 131072 / (32 * 2e3 / 7), "8 ranks, 32 blocks: 64 GB/s over 7 peers binds"},
-      {4, 1000, 4 + 0.5 + 2000 / (1 * 2e3 / 3), "4 ranks, 1000 bytes: one block"},
-  };
-  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+struct symmCase {
+  int n;
+  size_t bytes; /* per peer */
+  double want;  /* us, by hand (the kernel); < 0: not the kernel (the FIFO plan) */
+  const char* why;
+};
+/* Each case's estimate against its time by hand; with the knob `knob` at 0
+ * (the _off ctests) none may be the kernel's time. */
+static void symmCases(const char* knob, int what, const char* name, const struct symmCase* cases, int ncases) {
+  const char* cal = symmCalib("sim_knob.calib");
+  const char* v = getenv(knob);
+  const int on = !(v && atoll(v) == 0);
+  for (int c = 0; c < ncases; c++) {
     for (int dataflow = 0; dataflow < 2; dataflow++) {
       int n = cases[c].n;
-      double want = cases[c].want, got = symmEstimate(n, dataflow, 1, cases[c].bytes);
-      if (ll)
-        CHECK(fabs(got - want) < 1e-4 * want, "%s (%s): %g us, want %g", cases[c].why,
-              dataflow ? "dataflow" : "lock-step", got, want);
+      double want = fabs(cases[c].want), got = symmEstimate(n, dataflow, what, cases[c].bytes);
+      const char* how = dataflow ? "dataflow" : "lock-step";
+      if (on && cases[c].want > 0)
+        CHECK(fabs(got - want) < 1e-4 * want, "%s, %s (%s): %g us, want %g", name, cases[c].why, how, got, want);
       else
-        CHECK(fabs(got - want) > 1e-2 * want, "ANYCCL_CUDA_SYMM_A2A=0, %s (%s): %g us, the LL kernel's time",
-              cases[c].why, dataflow ? "dataflow" : "lock-step", got);
-      printf("all-to-all of %zu bytes per peer on %d ranks of one host, %s, %s: %.4f us, LL by hand %.4f (%s)\n",
-             cases[c].bytes, n, dataflow ? "dataflow" : "lock-step", ll ? "LL" : "FIFO", got, want, cases[c].why);
+        CHECK(fabs(got - want) > 1e-2 * want, "%s, %s=%s, %s (%s): %g us, the kernel's time", name, knob, v ? v : "",
+              cases[c].why, how, got);
+      printf("%s of %zu bytes per peer on %d ranks of one host, %s, %s: %.4f us, kernel by hand %.4f (%s)\n", name,
+             cases[c].bytes, n, how, on && cases[c].want > 0 ? "kernel" : "FIFO", got, want, cases[c].why);
     }
   }
   unsetenv("ANYCCL_SIM_MODEL"), unsetenv("ANYCCL_SIM_CALIB");
   unlink(cal);
+}
+static void symmA2A(void) {
+  const struct symmCase cases[] = {
+      {2, 256 << 10, 4 + 0.5 + 524288 / 100e3, "2 ranks, 128 blocks: the link's 100 GB/s binds"},
+      {8, 64 << 10, 4 + 0.5 + 131072 / (32 * 2e3 / 7), "8 ranks, 32 blocks: 64 GB/s over 7 peers binds"},
+      {4, 1000, 4 + 0.5 + 2000 / (1 * 2e3 / 3), "4 ranks, 1000 bytes: one block"},
+  };
+  symmCases("ANYCCL_CUDA_SYMM_A2A", 1, "all-to-all", cases, 3);
+}
+/* Send/recv on one host: a message up to ANYCCL_CUDA_SYMM_P2P takes the
+ * p2p LL kernel: 2B + 16 wire bytes (the header line) from each rank to the
+ * next, capped at the op's blocks (256 lines each, at most 32 in a kernel of
+ * 2 ops) x 2 GB/s. Past 1 MB the FIFO plan (want < 0). */
+static void symmP2p(void) {
+  const struct symmCase cases[] = {
+      {2, 1000, 4 + 0.5 + 2016 / 2e3, "2 ranks, 1000 bytes: one block"},
+      {4, 64 << 10, 4 + 0.5 + 131088 / 64e3, "4 ranks, 64 KB: 32 blocks, 64 GB/s"},
+      {8, 1 << 20, 4 + 0.5 + 2097168 / 64e3, "8 ranks, 1 MB: 32 blocks, 64 GB/s"},
+      {2, 2 << 20, -(4 + 0.5 + 4194320 / 64e3), "2 ranks, 2 MB: past ANYCCL_CUDA_SYMM_P2P"},
+  };
+  symmCases("ANYCCL_CUDA_SYMM_P2P", 2, "send/recv", cases, 4);
 }
 
 /* Broadcast of 4 slices of 512 KB from rank 0 along the chain 0 -> 1 -> ...
@@ -652,8 +679,9 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "rails")) rails();
   else if (!strcmp(c, "symm_ll")) symmLL();
   else if (!strcmp(c, "symm_a2a")) symmA2A();
+  else if (!strcmp(c, "symm_p2p")) symmP2p();
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|chain_fill|symm_ll|symm_a2a|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|chain_fill|symm_ll|symm_a2a|symm_p2p|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
