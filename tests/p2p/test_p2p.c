@@ -16,58 +16,7 @@
 #include <unistd.h>
 #include "anyccl_p2p.h"
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    ncclResult_t r_ = (x);                                                                    \
-    if (r_ != ncclSuccess) {                                                                  \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_)); \
-      exit(2);                                                                                \
-    }                                                                                         \
-  } while (0)
-#define EXPECT(c)                                                          \
-  do {                                                                     \
-    if (!(c)) {                                                            \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);     \
-      exit(3);                                                             \
-    }                                                                      \
-  } while (0)
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-struct pair {
-  anycclP2pEndpoint_t a, b; /* a listens, b connects */
-  anycclP2pConn_t ca, cb;
-  anycclP2pHandle_t h;
-};
-
-static void pairOpen(struct pair* p, int channels, size_t chunk, int window, int timeoutSec) {
-  anycclP2pConfig_t cfg = ANYCCL_P2P_CONFIG_INITIALIZER;
-  cfg.channels = channels;
-  cfg.chunkBytes = chunk;
-  cfg.window = window;
-  cfg.ifname = "lo";
-  cfg.timeoutSec = timeoutSec;
-  CK(anycclP2pEndpointCreate(-1, &cfg, &p->a));
-  CK(anycclP2pEndpointCreate(-1, &cfg, &p->b));
-  CK(anycclP2pListen(p->a, &p->h));
-  CK(anycclP2pConnect(p->b, &p->h, &p->cb));
-  CK(anycclP2pAccept(p->a, &p->ca));
-}
-
-static void pairClose(struct pair* p) {
-  CK(anycclP2pClose(p->cb));
-  CK(anycclP2pClose(p->ca));
-  CK(anycclP2pEndpointDestroy(p->a));
-  CK(anycclP2pEndpointDestroy(p->b));
-}
-
-static void fill(char* b, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; i++) b[i] = (char)((i * 2654435761u + seed) >> 7);
-}
+#include "p2p_test.h"
 
 /* Every size from 0 to several chunks, channels 1..8, windows 1..16. */
 static void caseSizes(void) {
@@ -80,7 +29,7 @@ static void caseSizes(void) {
   for (unsigned ci = 0; ci < 5; ci++)
     for (unsigned wi = 0; wi < 3; wi++) {
       struct pair p;
-      pairOpen(&p, chans[ci], chunk, wins[wi], 10);
+      pairOpen(&p, -1, chans[ci], chunk, wins[wi], 10);
       int nch = 0;
       CK(anycclP2pConnInfo(p.ca, &nch, NULL, NULL));
       EXPECT(nch == chans[ci]);
@@ -113,7 +62,7 @@ static void caseSizes(void) {
  * messages arrive in send order; messages before their receive wait. */
 static void caseTags(void) {
   struct pair p;
-  pairOpen(&p, 4, 4096, 4, 10);
+  pairOpen(&p, -1, 4, 4096, 4, 10);
   enum { N = 6, SZ = 3 * 4096 + 100 };
   char s[N][SZ], r[N][SZ];
   anycclP2pRequest_t rr[N], rs[N];
@@ -173,7 +122,7 @@ static void caseTags(void) {
 /* One-sided write (with notification) and read; refused and out-of-range. */
 static void caseWriteRead(void) {
   struct pair p;
-  pairOpen(&p, 3, 4096, 2, 10);
+  pairOpen(&p, -1, 3, 4096, 2, 10);
   enum { REG = 40000 };
   char* region = calloc(1, REG);
   char* src = malloc(REG);
@@ -229,7 +178,7 @@ static void caseMany(void) {
   char* r[N];
   anycclP2pRequest_t rr[N], rs[N];
   fill(s, SZ, 3);
-  for (int i = 0; i < N; i++) pairOpen(&p[i], 1 + i % 4, 8192, 1 + i, 10);
+  for (int i = 0; i < N; i++) pairOpen(&p[i], -1, 1 + i % 4, 8192, 1 + i, 10);
   for (int i = 0; i < N; i++) {
     r[i] = calloc(1, SZ);
     CK(anycclP2pIrecv(p[i].ca, r[i], SZ, i, &rr[i]));
@@ -423,7 +372,7 @@ static void caseDead(void) {
   CK(anycclP2pEndpointDestroy(a));
   /* silent peer: nothing moves for timeoutSec */
   struct pair p;
-  pairOpen(&p, 2, 4096, 4, 1);
+  pairOpen(&p, -1, 2, 4096, 4, 1);
   char y[16];
   CK(anycclP2pIrecv(p.ca, y, 16, 1, &q));
   t0 = now();

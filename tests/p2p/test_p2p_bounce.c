@@ -25,59 +25,9 @@
 #include <cuda_runtime_api.h>
 #include "anyccl_p2p.h"
 
-#define CK(x)                                                                                    \
-  do {                                                                                           \
-    ncclResult_t r_ = (x);                                                                       \
-    if (r_ != ncclSuccess) {                                                                     \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_)); \
-      exit(2);                                                                                   \
-    }                                                                                            \
-  } while (0)
-#define EXPECT(c)                                                      \
-  do {                                                                 \
-    if (!(c)) {                                                        \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c); \
-      exit(3);                                                         \
-    }                                                                  \
-  } while (0)
+#include "p2p_test.h"
+
 #define CU(x) EXPECT((x) == cudaSuccess)
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void fill(char* b, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; i++) b[i] = (char)((i * 2654435761u + seed) >> 7);
-}
-
-struct pair {
-  anycclP2pEndpoint_t a, b;
-  anycclP2pConn_t ca, cb;
-};
-
-static void pairOpen(struct pair* p, int channels, size_t chunk, int window) {
-  anycclP2pConfig_t cfg = ANYCCL_P2P_CONFIG_INITIALIZER;
-  cfg.channels = channels;
-  cfg.chunkBytes = chunk;
-  cfg.window = window;
-  cfg.ifname = "lo";
-  cfg.timeoutSec = 10;
-  CK(anycclP2pEndpointCreate(0, &cfg, &p->a));
-  CK(anycclP2pEndpointCreate(0, &cfg, &p->b));
-  anycclP2pHandle_t h;
-  CK(anycclP2pListen(p->a, &h));
-  CK(anycclP2pConnect(p->b, &h, &p->cb));
-  CK(anycclP2pAccept(p->a, &p->ca));
-}
-
-static void pairClose(struct pair* p) {
-  CK(anycclP2pClose(p->cb));
-  CK(anycclP2pClose(p->ca));
-  CK(anycclP2pEndpointDestroy(p->a));
-  CK(anycclP2pEndpointDestroy(p->b));
-}
 
 /* n bytes (and the 64 guard bytes after them) of a device or host buffer, read back */
 static void readBack(char* out, const char* buf, size_t n) { CU(cudaMemcpy(out, buf, n, cudaMemcpyDefault)); }
@@ -94,7 +44,7 @@ static void caseSizes(void) {
   for (int ci = 0; ci < 2; ci++)
     for (int wi = 0; wi < 2; wi++) {
       struct pair p;
-      pairOpen(&p, chans[ci], chunk, wins[wi]);
+      pairOpen(&p, 0, chans[ci], chunk, wins[wi], 10);
       for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
         size_t n = sizes[k];
         fill(hs, n, k + 7 * ci + 3 * wi);
@@ -133,7 +83,7 @@ static void caseSizes(void) {
 
 static void caseTags(void) {
   struct pair p;
-  pairOpen(&p, 4, 4096, 2);
+  pairOpen(&p, 0, 4, 4096, 2, 10);
   enum { N = 6, SZ = 5 * 4096 + 100 };
   char* hs = malloc((size_t)N * SZ);
   char* back = malloc(SZ);
@@ -169,7 +119,7 @@ static void caseTags(void) {
 
 static void caseRegion(void) {
   struct pair p;
-  pairOpen(&p, 3, 4096, 2);
+  pairOpen(&p, 0, 3, 4096, 2, 10);
   enum { REG = 9 * 4096 + 10, OFF = 1000, N = 7 * 4096 + 5 };
   char *hs = malloc(REG), *back = malloc(REG), *zero = calloc(1, REG);
   char *region, *ds, *dd;
