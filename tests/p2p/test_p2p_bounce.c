@@ -14,6 +14,7 @@
  *          buffers in use: ncclRemoteError within 3 s, and nothing lands in
  *          the buffer after that */
 #define _GNU_SOURCE
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -178,8 +179,11 @@ static void caseDead(void) {
   anycclP2pHandle_t h;
   CK(anycclP2pListen(a, &h));
   enum { SZ = 64 << 20 };
+  int go[2];
+  EXPECT(pipe(go) == 0);
   pid_t pid = fork(); /* before any runtime call here: the child starts its own */
   if (pid == 0) {
+    close(go[0]);
     anycclP2pEndpoint_t b;
     anycclP2pConn_t c;
     CK(anycclP2pEndpointCreate(0, &cfg, &b));
@@ -189,6 +193,7 @@ static void caseDead(void) {
     CU(cudaMemset(s, 0x11, SZ));
     anycclP2pRequest_t q;
     CK(anycclP2pIsend(c, s, SZ, 1, &q));
+    EXPECT(write(go[1], "g", 1) == 1); /* the send is posted: the parent's clock starts */
     anycclP2pWait(q, NULL); /* killed before the end: the copies are slow (ANYCCL_P2P_BOUNCE_DEBUG) */
     _exit(0);
   }
@@ -199,9 +204,17 @@ static void caseDead(void) {
   CU(cudaMemset(r, 0, SZ));
   anycclP2pRequest_t q;
   CK(anycclP2pIrecv(c, r, SZ, 1, &q));
-  /* 100 ms into the transfer (bounce buffers in use: every copy waits 2 ms,
-   * one stream a direction, so 64 MB takes >= 256 ms), kill the sender. The
-   * buffer is not read while the request runs (the copies write it: a race). */
+  /* 100 ms after the sender posted (bounce buffers in use: every copy waits
+   * 2 ms, one stream a direction, so 64 MB takes >= 256 ms), kill it. The
+   * clock starts at the child's word, not at fork: a child under a sanitizer
+   * can take longer than 100 ms to start its runtime. The buffer is not read
+   * while the request runs (the copies write it: a race). */
+  close(go[1]);
+  struct pollfd pf = {.fd = go[0], .events = POLLIN};
+  EXPECT(poll(&pf, 1, 15000) == 1);
+  char g;
+  EXPECT(read(go[0], &g, 1) == 1);
+  close(go[0]);
   char* snap = malloc(SZ);
   double t0 = now();
   while (now() - t0 < 0.1) {
