@@ -63,6 +63,8 @@ void anycclCommFree(struct ncclComm* comm) {
   anycclTraceFlush(comm); /* after the executor: the cuda backend converts its timeline there */
   anycclRingProgsFree(comm);
   if (comm->bootstrap) bootstrapClose(comm->bootstrap);
+  anycclSimPlaceFree(comm->simPlace);
+  anycclSimShrinksFree(comm);
   free(comm->peerInfo);
   free(comm->ringOrder);
   free(comm->scratch);
@@ -368,8 +370,8 @@ static ncclResult_t commStart(struct ncclComm* comm, const ncclUniqueId* id) {
   return res;
 }
 
-static ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId* id, int rank,
-                             const ncclConfig_t* config, int cudaDev, const char* fn) {
+static ncclResult_t initRankAlloc(ncclComm_t* newcomm, int nranks, int rank, const ncclConfig_t* config,
+                                  int cudaDev, const char* fn, struct ncclComm** out) {
   if (newcomm == NULL) {
     WARN("%s: newcomm is NULL; pass the address of an ncclComm_t", fn);
     return ncclInvalidArgument;
@@ -386,16 +388,33 @@ static ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId
   NCCLCHECK(checkConfig(config));
   NCCLCHECK(anycclRtInit());
   if (cudaDev < 0) CUDACHECK(anycclRt.getDevice(&cudaDev));
+  return commAlloc(out, nranks, rank, cudaDev, config);
+}
+
+/* place: the sim backend's placement of a shrink's ranks (taken), or NULL */
+static ncclResult_t initRankPlaced(ncclComm_t* newcomm, int nranks, const ncclUniqueId* id, int rank,
+                                   const ncclConfig_t* config, int cudaDev, const char* fn,
+                                   struct anycclSimPlace* place) {
   struct ncclComm* comm;
-  NCCLCHECK(commAlloc(&comm, nranks, rank, cudaDev, config));
+  ncclResult_t res = initRankAlloc(newcomm, nranks, rank, config, cudaDev, fn, &comm);
+  if (res != ncclSuccess) {
+    anycclSimPlaceFree(place);
+    return res;
+  }
+  comm->simPlace = place;
   *newcomm = comm;
-  ncclResult_t res = commStart(comm, id);
+  res = commStart(comm, id);
   if (res != ncclSuccess && res != ncclInProgress) {
     /* Blocking init failed: the comm is unusable; free it as NCCL does. */
     *newcomm = NULL;
     anycclCommFree(comm);
   }
   return res;
+}
+
+static ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId* id, int rank,
+                             const ncclConfig_t* config, int cudaDev, const char* fn) {
+  return initRankPlaced(newcomm, nranks, id, rank, config, cudaDev, fn, NULL);
 }
 
 NCCL_API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * out)) {
@@ -488,8 +507,28 @@ static int cmpSplit(const void* a, const void* b) {
   return x->rank - y->rank;
 }
 
+/* The sim backend: the ranks meet in their world, not over a bootstrap. */
+static ncclResult_t splitRunSim(struct splitJob* job) {
+  int nNew = 0, newRank = -1;
+  ncclUniqueId id;
+  struct anycclSimPlace* place = NULL;
+  ncclResult_t res = anycclSimSplit(job->parent, job->color, job->key, &nNew, &newRank, &id, &place);
+  if (res != ncclSuccess || job->child == NULL) {
+    anycclSimPlaceFree(place);
+    return res;
+  }
+  job->child->rank = newRank;
+  job->child->nRanks = nNew;
+  job->child->simPlace = place;
+  INFO(NCCL_INIT, "ncclCommSplit comm %p rank %d nranks %d color %d key %d -> newcomm %p rank %d nranks %d (sim)",
+       (void*)job->parent, job->parent->rank, job->parent->nRanks, job->color, job->key, (void*)job->child, newRank,
+       nNew);
+  return commSetup(job->child, &id);
+}
+
 static ncclResult_t splitRun(struct splitJob* job) {
   struct ncclComm* parent = job->parent;
+  if (parent->sim) return splitRunSim(job);
   int n = parent->nRanks;
   struct splitInfo* info;
   ncclUniqueId* ids = NULL;
@@ -552,7 +591,7 @@ static void* splitJobRun(void* arg) {
 
 NCCL_API(ncclResult_t, ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config)) {
   NCCLCHECK(anycclCommCheck(comm, "ncclCommSplit", 1));
-  if (comm->bootstrap == NULL) {
+  if (comm->bootstrap == NULL && comm->sim == NULL) {
     WARN("ncclCommSplit: not available on the %s backend yet; create the communicators with ncclCommInitRank",
          anycclRt.name);
     return ncclInvalidUsage;
@@ -602,7 +641,7 @@ NCCL_API(ncclResult_t, ncclCommShrink,
          (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config,
           int shrinkFlags)) {
   NCCLCHECK(anycclCommCheck(comm, "ncclCommShrink", 0));
-  if (comm->bootstrap == NULL) {
+  if (comm->bootstrap == NULL && comm->sim == NULL) {
     WARN("ncclCommShrink: not available on the %s backend yet", anycclRt.name);
     return ncclInvalidUsage;
   }
@@ -648,6 +687,13 @@ NCCL_API(ncclResult_t, ncclCommShrink,
   ncclUniqueId id;
   ncclResult_t res = ncclSuccess;
   const int tag = 0x5400;
+  if (comm->sim) { /* every caller computes the same id; the parent's GPUs */
+    struct anycclSimPlace* place = NULL;
+    NCCLCHECKGOTO(anycclSimShrink(comm, excluded, &id, &place), res, out);
+    res = initRankPlaced(newcomm, nNew, &id, newRank, config ? config : &comm->config, comm->cudaDev,
+                         "ncclCommShrink", place);
+    goto out;
+  }
   if (comm->rank == leader) {
     NCCLCHECKGOTO(bootstrapGetUniqueId(&id), res, out);
     for (int i = 0; i < n; i++)

@@ -165,6 +165,8 @@ struct ncclComm {
   struct anycclGinHost* gin;     /* GIN to other hosts: the proxy of the device communicators (backend/cuda_gin.c) */
   int nDevCommsMade;             /* device communicators made so far (their GIN numbers) */
   struct anycclSimWorld* sim;    /* sim backend: the process-wide world of this communicator */
+  struct anycclSimPlace* simPlace; /* sim: where a split's or shrink's ranks sit, until its setup takes it */
+  struct anycclSimShrinks* simShrinks; /* sim: ncclCommShrink calls made on it, per excluded set (names new worlds) */
   struct anycclTraceBuf* trace;  /* ANYCCL_TRACE records (cpu, cuda), written at destroy; or NULL */
   int tracePid;                  /* this rank's pid in the trace */
   struct anycclConn* cuNetConns; /* network connection ends (the proxy's view), pinned host FIFOs */
@@ -335,6 +337,18 @@ void anycclCommTuning(struct ncclComm* comm);           /* timeouts, thresholds,
 /* The sim backend's init (sim/): one process holds every rank. */
 ncclResult_t anycclSimUniqueId(ncclUniqueId* out);
 ncclResult_t anycclSimCommSetup(struct ncclComm* comm, const ncclUniqueId* id);
+/* ncclCommSplit and ncclCommShrink on the sim backend: the new world's id,
+ * size, this rank's rank in it and where its ranks sit (the parent's GPUs),
+ * for anycclSimCommSetup (through comm->simPlace). Split meets the parent's
+ * other ranks (bounded by ANYCCL_BOOTSTRAP_TIMEOUT, ends on abort); shrink
+ * needs no one. *place is NULL for NCCL_SPLIT_NOCOLOR. */
+struct anycclSimPlace;
+ncclResult_t anycclSimSplit(struct ncclComm* parent, int color, int key, int* nNew, int* newRank, ncclUniqueId* id,
+                            struct anycclSimPlace** place);
+ncclResult_t anycclSimShrink(struct ncclComm* parent, const char* excluded, ncclUniqueId* id,
+                             struct anycclSimPlace** place);
+void anycclSimPlaceFree(struct anycclSimPlace* p);
+void anycclSimShrinksFree(struct ncclComm* comm);
 
 /* Resolve op/type to the device op (user ops included). */
 ncclResult_t anycclResolveOp(struct ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, anycclRedOp* out);

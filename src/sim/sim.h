@@ -60,6 +60,15 @@ struct simFabric {
   double* linkLat;        /* seconds */
   const int* gpuOf;       /* ranks -> GPUs for simRoute (not owned); NULL: rank r is GPU r */
 };
+/* Rank r's GPU in the fabric. */
+static inline int simGpuOf(const struct simFabric* f, int r) { return f->gpuOf ? f->gpuOf[r] : r; }
+/* Where a world's ranks sit when it is not rank r on GPU r (ncclCommSplit,
+ * ncclCommShrink): the fabric made for fabricRanks ranks, rank r on GPU
+ * gpu[r] as device dev[r]. */
+struct anycclSimPlace {
+  int n, fabricRanks;
+  int *gpu, *dev;
+};
 /* Parse a fabric file (path NULL: the default, 8 GPUs per host, enough hosts
  * for nranks); *err gets "file:line: field: what" on failure. */
 ncclResult_t simFabricLoad(const char* path, int nranks, struct simFabric* f, char* err, size_t errLen);
@@ -125,6 +134,13 @@ struct anycclSimWorld {
   pthread_cond_t cond;
   struct simFabric fabric;
   struct anycclPeerInfo* peerInfo;  /* [n], shared by the world's comms */
+  int* gpu;                         /* [n] rank -> fabric GPU (fabric.gpuOf), or NULL: rank r is GPU r */
+  int nHosts;                       /* hosts the ranks are on */
+  int *hostOf, *localRank, *localRanks; /* [n]: dense host index, rank within it, ranks on it */
+  /* ncclCommSplit's meeting of the world's ranks (anycclSimSplit) */
+  uint64_t gatherGen;
+  int gatherArrived, gatherReaders;
+  int* gatherBuf;                   /* [2n]: color, key */
   int nch;                          /* ring channels (0 until the first comm built the rings) */
   int* ringOrder;                   /* [nch * n] */
   int* ringPos;                     /* [nch * n]: position of rank r in ring c */

@@ -29,8 +29,8 @@ int simTraceBegin(struct anycclSimWorld* w, struct simTrace* st, uint64_t seq) {
     w->traceMaxLane = -1;
     for (int r = 0; r < w->n; r++) {
       char name[96];
-      snprintf(name, sizeof(name), "rank %d (simhost%d gpu%d)", r, r / w->fabric.gpusPerHost,
-               r % w->fabric.gpusPerHost);
+      int g = simGpuOf(&w->fabric, r);
+      snprintf(name, sizeof(name), "rank %d (simhost%d gpu%d)", r, g / w->fabric.gpusPerHost, g % w->fabric.gpusPerHost);
       anycclTraceProcess(st->f, w->tracePid + r, name, w->tracePid + r);
     }
     anycclTraceProcess(st->f, w->tracePid + TRACE_LINKS_PID, "links (utilization %)", w->tracePid + TRACE_LINKS_PID);
@@ -77,7 +77,7 @@ void simTraceStep(struct simTrace* st, const int* laneBase, int src, int dst, in
     if (end > st->laneEnd[s]) st->laneEnd[s] = end;
     return;
   }
-  int net = src / fab->gpusPerHost != dst / fab->gpusPerHost;
+  int net = simGpuOf(fab, src) / fab->gpusPerHost != simGpuOf(fab, dst) / fab->gpusPerHost;
   if (t > st->sendEnd[s]) rec(st, pid0 + src, TR_BUFWAIT, st->sendEnd[s], t, lane, -1, 0, 0, 0, 0);
   rec(st, pid0 + src, TR_SEND, t, end, lane, dst, st->sends[s]++, bytes, 0, net);
   st->sendEnd[s] = end;

@@ -8,12 +8,15 @@
  * connections are entries of one shared, never-written array whose index
  * names the peer. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
+#include "bootstrap.h"
 #include "checks.h"
 #include "comm.h"
 #include "exec.h"
@@ -66,6 +69,7 @@ static void worldFree(struct anycclSimWorld* w) {
   if (w->scratch) munmap(w->scratch, w->scratchBytes);
   if (w->p2pConns) munmap(w->p2pConns, 2 * (size_t)w->n * sizeof(struct anycclConn));
   free(w->peerInfo), free(w->ringOrder), free(w->ringPos), free(w->comms);
+  free(w->gpu), free(w->hostOf), free(w->localRank), free(w->localRanks), free(w->gatherBuf);
   INFO(NCCL_INIT, "sim: world of %d ranks: %llu collectives modelled, %llu taken from the memo", w->n,
        (unsigned long long)w->modelled, (unsigned long long)w->reused);
   simMemoFree(w);
@@ -85,7 +89,34 @@ static void mallocTune(void) {
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
 }
 
-static ncclResult_t worldNew(const ncclUniqueId* id, int n, struct anycclSimWorld** out) {
+/* Hosts as the ranks use them: dense indices in order of first rank, each
+ * rank's index among its host's ranks, and their count. */
+static ncclResult_t worldHosts(struct anycclSimWorld* w) {
+  int n = w->n, gph = w->fabric.gpusPerHost;
+  int* dense = malloc(sizeof(int) * (size_t)w->fabric.hosts);
+  int* count = calloc((size_t)n, sizeof(int));
+  w->hostOf = malloc(sizeof(int) * (size_t)n);
+  w->localRank = malloc(sizeof(int) * (size_t)n);
+  w->localRanks = malloc(sizeof(int) * (size_t)n);
+  if (!dense || !count || !w->hostOf || !w->localRank || !w->localRanks) {
+    free(dense), free(count);
+    return ncclSystemError;
+  }
+  for (int h = 0; h < w->fabric.hosts; h++) dense[h] = -1;
+  w->nHosts = 0;
+  for (int r = 0; r < n; r++) {
+    int h = simGpuOf(&w->fabric, r) / gph;
+    if (dense[h] < 0) dense[h] = w->nHosts++;
+    w->hostOf[r] = dense[h];
+    w->localRank[r] = count[dense[h]]++;
+  }
+  for (int r = 0; r < n; r++) w->localRanks[r] = count[w->hostOf[r]];
+  free(dense), free(count);
+  return ncclSuccess;
+}
+
+static ncclResult_t worldNew(const ncclUniqueId* id, int n, const struct anycclSimPlace* place,
+                             struct anycclSimWorld** out) {
   if (n > 256) pthread_once(&mallocOnce, mallocTune);
   struct anycclSimWorld* w = calloc(1, sizeof(*w));
   if (w == NULL) return ncclSystemError;
@@ -95,11 +126,26 @@ static ncclResult_t worldNew(const ncclUniqueId* id, int n, struct anycclSimWorl
   pthread_cond_init(&w->cond, NULL);
   char err[1024];
   const char* fabric = getenv("ANYCCL_SIM_FABRIC");
-  ncclResult_t res = simFabricLoad(fabric && fabric[0] ? fabric : NULL, n, &w->fabric, err, sizeof(err));
+  ncclResult_t res =
+      simFabricLoad(fabric && fabric[0] ? fabric : NULL, place ? place->fabricRanks : n, &w->fabric, err, sizeof(err));
   if (res != ncclSuccess) {
     WARN("sim fabric (ANYCCL_SIM_FABRIC): %s", err);
     worldFree(w);
     return res;
+  }
+  if (place) { /* the parent's GPUs: in its fabric, which this one is */
+    w->gpu = malloc(sizeof(int) * (size_t)n);
+    if (w->gpu == NULL) {
+      worldFree(w);
+      return ncclSystemError;
+    }
+    for (int r = 0; r < n; r++) w->gpu[r] = place->gpu[r] < w->fabric.nGpus ? place->gpu[r] : 0;
+    w->fabric.gpuOf = w->gpu;
+  }
+  if (worldHosts(w) != ncclSuccess) {
+    WARN("sim: out of memory for a world of %d ranks", n);
+    worldFree(w);
+    return ncclSystemError;
   }
   w->peerInfo = calloc(n, sizeof(*w->peerInfo));
   w->comms = calloc(n, sizeof(*w->comms));
@@ -126,12 +172,13 @@ static ncclResult_t worldNew(const ncclUniqueId* id, int n, struct anycclSimWorl
   int gph = w->fabric.gpusPerHost;
   for (int r = 0; r < n; r++) {
     struct anycclPeerInfo* p = &w->peerInfo[r];
+    int g = simGpuOf(&w->fabric, r);
     p->rank = r;
-    p->cudaDev = r;
+    p->cudaDev = place ? place->dev[r] : r;
     p->pid = getpid();
-    p->hostHash = 0x5133000000000000ull + (uint64_t)(r / gph);
-    snprintf(p->busId, sizeof(p->busId), "%04x:%02x:00.0", (r / gph) & 0xffff, 0x1b + r % gph);
-    snprintf(p->hostId, sizeof(p->hostId), "simhost%d", r / gph);
+    p->hostHash = 0x5133000000000000ull + (uint64_t)(g / gph);
+    snprintf(p->busId, sizeof(p->busId), "%04x:%02x:00.0", (g / gph) & 0xffff, 0x1b + g % gph);
+    snprintf(p->hostId, sizeof(p->hostId), "simhost%d", g / gph);
     anycclCommPeerDefaults(p);
   }
   const char* flows = getenv("ANYCCL_SIM_FLOWS");
@@ -162,9 +209,9 @@ static ncclResult_t worldNew(const ncclUniqueId* id, int n, struct anycclSimWorl
 /* The rings, once per world (every rank computes the same from the same
  * inputs; here one rank does it for all). Called under w->lock. */
 static ncclResult_t worldRings(struct anycclSimWorld* w, int nch) {
-  int n = w->n, gph = w->fabric.gpusPerHost;
+  int n = w->n;
   struct anycclTopoRank* ranks = calloc(n, sizeof(*ranks));
-  int nHosts = (n + gph - 1) / gph;
+  int nHosts = w->nHosts;
   const struct anycclTopoHost** hosts = calloc(nHosts, sizeof(*hosts));
   struct anycclTopoRings* rings = NULL;
   ncclResult_t res = ncclSuccess;
@@ -173,7 +220,7 @@ static ncclResult_t worldRings(struct anycclSimWorld* w, int nch) {
     goto out;
   }
   for (int r = 0; r < n; r++) {
-    ranks[r].host = r / gph;
+    ranks[r].host = w->hostOf[r];
     snprintf(ranks[r].busId, sizeof(ranks[r].busId), "%.19s", w->peerInfo[r].busId);
   }
   NCCLCHECKGOTO(anycclTopoBuildRings(hosts, nHosts, ranks, n, nch, &rings), res, out);
@@ -194,7 +241,8 @@ out:
   return res;
 }
 
-static ncclResult_t worldJoin(const ncclUniqueId* id, int n, struct anycclSimWorld** out) {
+static ncclResult_t worldJoin(const ncclUniqueId* id, int n, const struct anycclSimPlace* place,
+                              struct anycclSimWorld** out) {
   pthread_mutex_lock(&worldsLock);
   struct anycclSimWorld* w = worlds;
   while (w && memcmp(w->key, id->internal, sizeof(w->key)) != 0) w = w->next;
@@ -203,7 +251,7 @@ static ncclResult_t worldJoin(const ncclUniqueId* id, int n, struct anycclSimWor
     WARN("sim: ranks of one unique id disagree on nranks (%d and %d)", w->n, n);
     res = ncclInvalidUsage;
   } else if (w == NULL) {
-    res = worldNew(id, n, &w);
+    res = worldNew(id, n, place, &w);
     if (res == ncclSuccess) {
       w->next = worlds;
       worlds = w;
@@ -234,15 +282,23 @@ ncclResult_t anycclSimCommSetup(struct ncclComm* comm, const ncclUniqueId* id) {
          "process: share the id between threads, not processes)");
     return ncclInvalidUsage;
   }
+  struct anycclSimPlace* place = comm->simPlace;
+  comm->simPlace = NULL;
+  if (place && place->n != n) {
+    WARN("sim: rank %d of %d was placed for a world of %d ranks", r, n, place->n);
+    anycclSimPlaceFree(place);
+    return ncclInternalError;
+  }
   struct anycclSimWorld* w;
-  NCCLCHECK(worldJoin(id, n, &w));
+  ncclResult_t jr = worldJoin(id, n, place, &w);
+  anycclSimPlaceFree(place);
+  NCCLCHECK(jr);
   comm->sim = w;
   comm->peerInfo = w->peerInfo;
   anycclCommGeometry(comm);
-  int gph = w->fabric.gpusPerHost;
-  comm->nHosts = (n + gph - 1) / gph;
-  comm->localRank = r % gph;
-  comm->localRanks = r / gph == comm->nHosts - 1 ? n - (comm->nHosts - 1) * gph : gph;
+  comm->nHosts = w->nHosts;
+  comm->localRank = w->localRank[r];
+  comm->localRanks = w->localRanks[r];
   anycclCommNetChannels(comm);
   pthread_mutex_lock(&w->lock);
   ncclResult_t res = ncclSuccess;
@@ -273,5 +329,179 @@ ncclResult_t anycclSimCommSetup(struct ncclComm* comm, const ncclUniqueId* id) {
   if (comm->spinCount < 0) comm->spinCount = 0;
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d cudaDev %d backend sim - Init COMPLETE",
        (void*)comm, r, n, comm->nHosts, comm->localRanks, comm->localRank, comm->cudaDev);
+  return ncclSuccess;
+}
+
+/* ---- split and shrink ------------------------------------------------------- */
+void anycclSimPlaceFree(struct anycclSimPlace* p) {
+  if (p == NULL) return;
+  free(p->gpu), free(p->dev);
+  free(p);
+}
+
+static struct anycclSimPlace* placeNew(int n, int fabricRanks) {
+  struct anycclSimPlace* p = calloc(1, sizeof(*p));
+  if (p == NULL) return NULL;
+  p->n = n;
+  p->fabricRanks = fabricRanks;
+  p->gpu = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  p->dev = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  if (!p->gpu || !p->dev) {
+    anycclSimPlaceFree(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* A child world's id: the parent's key, what made it and a number, mixed
+ * (the same on every rank that computes it). */
+static void childId(const struct anycclSimWorld* parent, uint64_t what, uint64_t a, uint64_t b, ncclUniqueId* id) {
+  uint64_t h[3] = {0x9e3779b97f4a7c15ull ^ what, a, b};
+  for (size_t i = 0; i < sizeof(parent->key); i++) h[i % 3] = (h[i % 3] ^ parent->key[i]) * 0x100000001b3ull;
+  for (int k = 0; k < 3; k++) { /* splitmix64 finish */
+    uint64_t z = h[k] + 0x9e3779b97f4a7c15ull * (k + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    h[k] = z ^ (z >> 31);
+  }
+  memset(id, 0, sizeof(*id));
+  memcpy(id->internal, simMagic, sizeof(simMagic));
+  memcpy(id->internal + sizeof(simMagic), h, sizeof(h));
+}
+
+/* Every rank of the parent's world gives (color, key) and gets all of
+ * them: one meeting at a time per world, ended by the last to arrive. */
+static ncclResult_t gather(struct ncclComm* parent, int color, int key, int* all, uint64_t* gen) {
+  struct anycclSimWorld* w = parent->sim;
+  int n = w->n, r = parent->rank;
+  int64_t ms = bootstrapTimeoutMs();
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  int64_t ns = dl.tv_nsec + (ms % 1000) * 1000000;
+  dl.tv_sec += ms / 1000 + ns / 1000000000;
+  dl.tv_nsec = ns % 1000000000;
+  ncclResult_t res = ncclSuccess;
+  pthread_mutex_lock(&w->lock);
+  while (w->gatherReaders > 0 && res == ncclSuccess) { /* the last meeting is still being read */
+    if (__atomic_load_n(&parent->abortFlag, __ATOMIC_ACQUIRE)) res = ncclInvalidUsage;
+    else if (pthread_cond_timedwait(&w->cond, &w->lock, &dl) == ETIMEDOUT) res = ncclSystemError;
+  }
+  if (res == ncclSuccess && w->gatherBuf == NULL) {
+    w->gatherBuf = malloc(sizeof(int) * 2 * (size_t)n);
+    if (w->gatherBuf == NULL) res = ncclSystemError;
+  }
+  if (res == ncclSuccess) {
+    uint64_t mine = w->gatherGen;
+    w->gatherBuf[2 * r] = color;
+    w->gatherBuf[2 * r + 1] = key;
+    if (++w->gatherArrived == n) {
+      w->gatherArrived = 0;
+      w->gatherReaders = n;
+      w->gatherGen++;
+      pthread_cond_broadcast(&w->cond);
+    }
+    while (w->gatherGen == mine && res == ncclSuccess) {
+      if (__atomic_load_n(&parent->abortFlag, __ATOMIC_ACQUIRE)) res = ncclInvalidUsage;
+      else if (pthread_cond_timedwait(&w->cond, &w->lock, &dl) == ETIMEDOUT) res = ncclSystemError;
+    }
+    if (res == ncclSuccess) {
+      memcpy(all, w->gatherBuf, sizeof(int) * 2 * (size_t)n);
+      *gen = mine;
+      if (--w->gatherReaders == 0) pthread_cond_broadcast(&w->cond);
+    } else if (w->gatherGen == mine) {
+      w->gatherArrived--; /* leaving before the meeting ended: not counted */
+    }
+  }
+  pthread_mutex_unlock(&w->lock);
+  if (res == ncclSystemError)
+    WARN("ncclCommSplit: rank %d waited %lld ms for the other ranks of its communicator to call ncclCommSplit "
+         "(ANYCCL_BOOTSTRAP_TIMEOUT); every rank must call it, in the same order as its other calls", r,
+         (long long)ms);
+  else if (res == ncclInvalidUsage)
+    WARN("ncclCommSplit: rank %d: the communicator was aborted while its ranks met", r);
+  return res;
+}
+
+static int cmpMember(const void* a, const void* b) { /* (key, parent rank) */
+  const int *x = a, *y = b;
+  if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+  return x[1] - y[1];
+}
+
+ncclResult_t anycclSimSplit(struct ncclComm* parent, int color, int key, int* nNew, int* newRank, ncclUniqueId* id,
+                            struct anycclSimPlace** place) {
+  struct anycclSimWorld* w = parent->sim;
+  int n = w->n;
+  *place = NULL;
+  int* all = malloc(sizeof(int) * 2 * (size_t)n);
+  int* members = malloc(sizeof(int) * 2 * (size_t)n);
+  ncclResult_t res = all && members ? ncclSuccess : ncclSystemError;
+  uint64_t gen = 0;
+  if (res == ncclSuccess) res = gather(parent, color, key, all, &gen);
+  if (res == ncclSuccess && color != NCCL_SPLIT_NOCOLOR) {
+    int m = 0;
+    for (int i = 0; i < n; i++)
+      if (all[2 * i] == color) members[2 * m] = all[2 * i + 1], members[2 * m + 1] = i, m++;
+    qsort(members, m, 2 * sizeof(int), cmpMember);
+    struct anycclSimPlace* p = placeNew(m, w->fabric.hosts * w->fabric.gpusPerHost);
+    if (p == NULL) res = ncclSystemError;
+    for (int i = 0; p && i < m; i++) {
+      int pr = members[2 * i + 1];
+      if (pr == parent->rank) *newRank = i;
+      p->gpu[i] = simGpuOf(&w->fabric, pr);
+      p->dev[i] = w->peerInfo[pr].cudaDev;
+    }
+    *nNew = m;
+    *place = p;
+    childId(w, 1, gen, (uint64_t)(uint32_t)color, id);
+  }
+  free(all), free(members);
+  return res;
+}
+
+/* Shrinks of a communicator per excluded set: every caller of a shrink
+ * that excludes a set made every earlier shrink that excluded it (ranks
+ * outside the set call each), so (set, count) names the new world alike on
+ * all of them, while ranks excluded once may take part in later shrinks. */
+struct anycclSimShrinks {
+  uint64_t set, count;
+  struct anycclSimShrinks* next;
+};
+
+void anycclSimShrinksFree(struct ncclComm* comm) {
+  while (comm->simShrinks) {
+    struct anycclSimShrinks* s = comm->simShrinks;
+    comm->simShrinks = s->next;
+    free(s);
+  }
+}
+
+ncclResult_t anycclSimShrink(struct ncclComm* parent, const char* excluded, ncclUniqueId* id,
+                             struct anycclSimPlace** place) {
+  struct anycclSimWorld* w = parent->sim;
+  int n = w->n, m = 0;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < n; i++) {
+    m += !excluded[i];
+    h = (h ^ (uint64_t)(excluded[i] != 0)) * 0x100000001b3ull;
+  }
+  struct anycclSimShrinks* seen = parent->simShrinks;
+  while (seen && seen->set != h) seen = seen->next;
+  if (seen == NULL) {
+    seen = calloc(1, sizeof(*seen));
+    if (seen == NULL) return ncclSystemError;
+    seen->set = h;
+    seen->next = parent->simShrinks;
+    parent->simShrinks = seen;
+  }
+  struct anycclSimPlace* p = placeNew(m, w->fabric.hosts * w->fabric.gpusPerHost);
+  if (p == NULL) return ncclSystemError;
+  for (int i = 0, k = 0; i < n; i++)
+    if (!excluded[i]) {
+      p->gpu[k] = simGpuOf(&w->fabric, i);
+      p->dev[k++] = w->peerInfo[i].cudaDev;
+    }
+  childId(w, 2, seen->count++, h, id);
+  *place = p;
   return ncclSuccess;
 }

@@ -16,16 +16,7 @@
 #include "topo.h"
 #include "trace.h"
 
-static int failures;
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);        \
-      fprintf(stderr, __VA_ARGS__);                               \
-      fprintf(stderr, "\n");                                      \
-      failures++;                                                 \
-    }                                                             \
-  } while (0)
+#include "sim_check.h"
 static int near(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b) + 1e-15; }
 
 /* One flow on one link: bytes / bandwidth; a route's latency is its links'. */
