@@ -187,7 +187,9 @@ static pthread_once_t profOnce = PTHREAD_ONCE_INIT;
 static uint64_t profNs[PROF_COUNT], profCalls[PROF_COUNT], profMax[PROF_COUNT];
 static const char* profNames[PROF_COUNT] = {"submit (check+enqueue)", "group end (all)", "build plan", "set device",
                                             "encode phases", "kernel launches", "stream order", "free plan+tasks",
-                                            "ncclCommGetAsyncError"};
+                                            "ncclCommGetAsyncError", "port: take triggers", "port: network",
+                                            "port: copy tracking", "port: idle sleep", "port: stage in (D2H)",
+                                            "port: queued to sent", "port: stage out (H2D)"};
 
 uint64_t anycclProfNow(void) {
   if (!__atomic_load_n(&profOn, __ATOMIC_RELAXED)) return 0;

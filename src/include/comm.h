@@ -177,7 +177,14 @@ struct ncclComm {
 
 /* Host-time profile of launches (ANYCCL_PROFILE_HOST=1; group.c). A
  * section's nanoseconds are added with anycclProfAdd(section, since). */
-enum { PROF_SUBMIT, PROF_GROUPEND, PROF_BUILD, PROF_SETDEV, PROF_ENCODE, PROF_KERNEL, PROF_ORDER, PROF_FREE, PROF_ASYNCERR, PROF_COUNT };
+enum {
+  PROF_SUBMIT, PROF_GROUPEND, PROF_BUILD, PROF_SETDEV, PROF_ENCODE, PROF_KERNEL, PROF_ORDER, PROF_FREE, PROF_ASYNCERR,
+  /* the one-sided proxy (src/onesided): its loop's parts, and a network
+   * message's life: staged copy into a bounce buffer, queued to sent,
+   * arrived to copied out of a bounce buffer */
+  PROF_PORT_TRIG, PROF_PORT_NET, PROF_PORT_CUDA, PROF_PORT_SLEEP, PROF_PORT_D2H, PROF_PORT_SEND, PROF_PORT_H2D,
+  PROF_COUNT
+};
 uint64_t anycclProfNow(void);
 void anycclProfAdd(int section, uint64_t since);
 void anycclProfInit(void);

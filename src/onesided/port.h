@@ -58,6 +58,7 @@ struct netSendEntry {
   void* event;     /* staged put: the copy into the bounce buffer (data sent once it completed) */
   uint64_t* bump;  /* raised by 1 (release) once the entry completed (GIN counters), or NULL */
   uint64_t inlineData; /* a put of at most 8 bytes carried here (portNetPutInline) */
+  uint64_t t0;     /* ANYCCL_PROFILE_HOST: when it was queued (0: off) */
 };
 
 struct portConn {

@@ -48,6 +48,7 @@ struct stageEntry {
   char* dst;
   uint64_t size;
   struct portMsg msg;
+  uint64_t t0;  /* ANYCCL_PROFILE_HOST: when its data had arrived */
 };
 
 struct portStage {
@@ -259,6 +260,7 @@ int portStageSendReady(struct anycclProxyService* s, struct netSendEntry* e) {
     return -1;
   }
   e->event = NULL;
+  if (e->t0) anycclProfAdd(PROF_PORT_D2H, e->t0);
   return 1;
 }
 
@@ -326,6 +328,7 @@ ncclResult_t portStageData(struct anycclProxyService* s, uint64_t entry) {
   RTCHECK(st->rt.memcpyAsync(e->dst, st->rxBuf[e->buf], e->size, st->rxStream), "the copy of a put's data out of a bounce buffer");
   RTCHECK(anycclRt.eventRecord(st->rxEv[e->buf], st->rxStream), "cudaEventRecord");
   e->state = 1;
+  e->t0 = anycclProfNow();
   return ncclSuccess;
 }
 
@@ -350,6 +353,7 @@ int portStageProgress(struct anycclProxyService* s, ncclResult_t* err) {
         break;
       }
       st->rxFree[st->rxNFree++] = e->buf;
+      if (e->t0) anycclProfAdd(PROF_PORT_H2D, e->t0);
     } else {
       *err = applyEntry(s, e->kind, e->peer, e->slot, &e->msg);
     }

@@ -84,6 +84,7 @@ static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclRe
       e->dreq = NULL;
     }
     portStageSendDone(s, e);
+    if (e->t0) anycclProfAdd(PROF_PORT_SEND, e->t0);
     if (e->bump) __atomic_add_fetch(e->bump, 1, __ATOMIC_RELEASE);
     c->sqHead++;
     moved = 1;
@@ -291,6 +292,7 @@ ncclResult_t portNetQueue(struct anycclProxyService* s, int peer, const struct p
   e->stageBuf = stageBuf;
   e->event = event;
   e->bump = bump;
+  e->t0 = anycclProfNow();
   c->sqTail++;
   return ncclSuccess;
 }

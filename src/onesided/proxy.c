@@ -382,10 +382,22 @@ static void* proxyMain(void* arg) {
   int idle = 0;
   for (;;) {
     ncclResult_t err = ncclSuccess;
+    uint64_t t0 = anycclProfNow();
     int progressed = takeTriggers(s, &err) > 0;
+    if (t0 && progressed) anycclProfAdd(PROF_PORT_TRIG, t0);
     uint64_t oldest = s->tail;
-    if (err == ncclSuccess) progressed |= portNetProgress(s, &oldest, &err);
-    if (s->cuda) progressed |= cudaProgress(s, &oldest);
+    if (err == ncclSuccess) {
+      uint64_t t1 = anycclProfNow();
+      int moved = portNetProgress(s, &oldest, &err);
+      if (t1 && moved) anycclProfAdd(PROF_PORT_NET, t1);
+      progressed |= moved;
+    }
+    if (s->cuda) {
+      uint64_t t1 = anycclProfNow();
+      int moved = cudaProgress(s, &oldest);
+      if (t1 && moved) anycclProfAdd(PROF_PORT_CUDA, t1);
+      progressed |= moved;
+    }
     publishDone(s, oldest);
     if (err != ncclSuccess && __atomic_load_n(&s->shared->state, __ATOMIC_ACQUIRE) == 0) { /* said once */
       WARN("port proxy of rank %d stops: %s; the service is in error (every call returns it)", s->rank,
@@ -428,12 +440,14 @@ static void* proxyMain(void* arg) {
     }
     __atomic_store_n(&s->shared->sleeping, 1, __ATOMIC_SEQ_CST);
     if (!fifoPending(s) && !__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
+      uint64_t t1 = anycclProfNow();
       struct pollfd pfd = {s->efd, POLLIN, 0};
       if (poll(&pfd, 1, s->cuda ? 1 : 100) > 0) {
         uint64_t v;
         ssize_t r = read(s->efd, &v, sizeof(v));
         (void)r;
       }
+      if (t1) anycclProfAdd(PROF_PORT_SLEEP, t1);
     }
     __atomic_store_n(&s->shared->sleeping, 0, __ATOMIC_SEQ_CST);
     idle = 0;
@@ -558,6 +572,7 @@ PORT_API ncclResult_t anycclProxyServiceCreate(ncclComm_t comm, int fifoSize, an
     return anycclPortBadArgument("anycclProxyServiceCreate", "fifoSize (a power of two from 2 to 1048576)",
                                  (uint64_t)fifoSize, 1 << 20);
   NCCLCHECK(anycclRtInit());
+  anycclProfInit(); /* ANYCCL_PROFILE_HOST times the proxy's parts too */
   struct anycclProxyService* s;
   ANYCCL_CALLOC(s, 1);
   s->comm = comm;
