@@ -81,8 +81,21 @@ ncclResult_t portParseMemWire(const void* bytes, size_t len, int peer, struct me
   return ncclSuccess;
 }
 
+/* Under s->lock. The lowest freed id first (GIN windows deregistered: every
+ * rank registers and deregisters its windows in the same order, so ids stay
+ * alike across ranks), else the next one. A freed entry is refilled before
+ * its kind says so. */
 static ncclResult_t addMem(struct anycclProxyService* s, const struct portMem* m, const char* fn, anycclMemoryId* id) {
   int n = s->nMems;
+  for (int i = 0; i < n; i++)
+    if (__atomic_load_n(&s->mems[i].kind, __ATOMIC_ACQUIRE) == MEM_FREE) {
+      struct portMem e = *m;
+      e.kind = MEM_FREE;
+      s->mems[i] = e;
+      __atomic_store_n(&s->mems[i].kind, m->kind, __ATOMIC_RELEASE);
+      *id = i;
+      return ncclSuccess;
+    }
   if (n >= s->maxMems) {
     WARN("%s: the service has %d memories already (ANYCCL_PORT_MAX_MEMORIES)", fn, n);
     return ncclInvalidUsage;

@@ -10,7 +10,10 @@
  *   byte and that each signal arrived exactly once (no more after).
  * bad: descriptors with a bad peer, an unknown device communicator, a counter
  *   out of range and a window nobody registered are dropped with one WARN
- *   and the service's error; nothing is written; later operations work. */
+ *   and the service's error; nothing is written; later operations work.
+ * reuse: 1500 windows registered and deregistered in turn (more than
+ *   ANYCCL_PORT_MAX_MEMORIES) each take id 0 again; with two live and the
+ *   first deregistered, the next takes its id; then ops on that window. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include "port_harness.h"
@@ -157,15 +160,33 @@ static int runRank(const char* name, int r, const char* hex) {
   char* win;
   EXPECT(cudaMalloc((void**)&win, WIN) == cudaSuccess, "cudaMalloc");
   OK(anycclGinSetup(comm));
-  int mem;
-  OK(anycclGinRegister(comm, win, WIN, &mem));
+  int mem, keep = -1;
+  if (strcmp(name, "reuse") == 0) {
+    for (int k = 0; k < 1500; k++) {
+      int m;
+      OK(anycclGinRegister(comm, win + 64 * (k % 16), 4096, &m));
+      EXPECT(m == 0, "window %d took id %d, not the freed 0", k, m);
+      anycclGinUnregister(comm, m);
+    }
+    int a, b;
+    OK(anycclGinRegister(comm, win, 4096, &a));
+    OK(anycclGinRegister(comm, win + 4096, 4096, &keep));
+    EXPECT(a == 0 && keep == 1, "ids %d %d, want 0 1", a, keep);
+    anycclGinUnregister(comm, a);
+    OK(anycclGinRegister(comm, win, WIN, &b));
+    EXPECT(b == 0, "the window after a freed id took %d, not 0", b);
+    mem = b;
+  } else {
+    OK(anycclGinRegister(comm, win, WIN, &mem));
+  }
   EXPECT(mem >= 0, "no memory id");
   ncclDevComm_t dc;
   memset(&dc, 0, sizeof(dc));
   OK(anycclGinAttach(comm, 0, 4, 2, &dc));
   EXPECT(dc.ginProxy && dc.ginProxy->fifoSize >= 2 && dc.ginProxy->hostSignals && dc.ginProxy->hostCounters,
          "device view");
-  int res = strcmp(name, "ops") == 0 ? caseOps(comm, &dc, win, mem) : caseBad(comm, &dc, win, mem);
+  int res = strcmp(name, "bad") != 0 ? caseOps(comm, &dc, win, mem) : caseBad(comm, &dc, win, mem);
+  (void)keep;
   anycclGinFree(comm);
   cudaFree(win);
   ncclCommDestroy(comm);
@@ -175,8 +196,8 @@ static int runRank(const char* name, int r, const char* hex) {
 int main(int argc, char** argv) {
   alarm(25);
   if (argc == 6 && strcmp(argv[1], "--child") == 0) return runRank(argv[3], atoi(argv[4]), argv[5]);
-  if (argc != 2 || (strcmp(argv[1], "ops") != 0 && strcmp(argv[1], "bad") != 0)) {
-    fprintf(stderr, "usage: %s ops|bad\n", argv[0]);
+  if (argc != 2 || (strcmp(argv[1], "ops") != 0 && strcmp(argv[1], "bad") != 0 && strcmp(argv[1], "reuse") != 0)) {
+    fprintf(stderr, "usage: %s ops|bad|reuse\n", argv[0]);
     return 2;
   }
   if (forkPair(argv[0], "hosts", argv[1], 1)) return 1;
