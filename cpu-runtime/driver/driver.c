@@ -25,7 +25,7 @@
 
 #define API __attribute__((visibility("default")))
 
-struct cuCtxObj { int device; };
+struct cuCtxObj { char unused; };   /* a context is its address: &primaryCtx[device] */
 static struct cuCtxObj primaryCtx[ANYCCL_CU_MAX_DEVICES];
 /* The thread's current context: the runtime's current device's primary
  * context, unless the thread unbound it with cuCtxSetCurrent(NULL). */
@@ -44,15 +44,23 @@ static CUresult fromRt(cudaError_t e) {
   }
 }
 
+/* A runtime call on the driver's behalf: its error is the driver call's
+ * result and does not become the thread's runtime error (driver calls leave
+ * cudaGetLastError alone). */
+#define RT(call)                                                               \
+  ({                                                                           \
+    cudaError_t prev_ = cudaPeekAtLastError(), e_ = (call);                    \
+    if (e_ != cudaSuccess) anycclCpuRestoreLastError(prev_);                   \
+    fromRt(e_);                                                                \
+  })
+
 static bool validDevice(CUdevice d) {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && d >= 0 && d < n && d < ANYCCL_CU_MAX_DEVICES;
 }
 
 static CUcontext ctxOf(int dev) {
-  if (dev < 0 || dev >= ANYCCL_CU_MAX_DEVICES) return NULL;
-  primaryCtx[dev].device = dev;
-  return &primaryCtx[dev];
+  return dev < 0 || dev >= ANYCCL_CU_MAX_DEVICES ? NULL : &primaryCtx[dev];
 }
 
 static int ctxDevice(CUcontext c) {
@@ -66,13 +74,13 @@ static int ctxDevice(CUcontext c) {
 API CUresult cuInit(unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   int n = 0;
-  CUresult r = fromRt(cudaGetDeviceCount(&n));
+  CUresult r = RT(cudaGetDeviceCount(&n));
   return r != CUDA_SUCCESS ? r : n > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 
 API CUresult cuDriverGetVersion(int *v) {
   if (v == NULL) return CUDA_ERROR_INVALID_VALUE;
-  return fromRt(cudaDriverGetVersion(v));
+  return RT(cudaDriverGetVersion(v));
 }
 
 struct errName { CUresult code; const char *name, *text; };
@@ -120,7 +128,7 @@ API CUresult cuGetErrorString(CUresult e, const char **s) {
 
 API CUresult cuDeviceGetCount(int *n) {
   if (n == NULL) return CUDA_ERROR_INVALID_VALUE;
-  return fromRt(cudaGetDeviceCount(n));
+  return RT(cudaGetDeviceCount(n));
 }
 
 API CUresult cuDeviceGet(CUdevice *d, int ordinal) {
@@ -134,7 +142,7 @@ API CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
   if (name == NULL || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (!validDevice(d)) return CUDA_ERROR_INVALID_DEVICE;
   struct cudaDeviceProp p;
-  CUresult r = fromRt(cudaGetDeviceProperties(&p, d));
+  CUresult r = RT(cudaGetDeviceProperties(&p, d));
   if (r == CUDA_SUCCESS) snprintf(name, (size_t)len, "%s", p.name);
   return r;
 }
@@ -163,9 +171,7 @@ API CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
     *v = 0;
     return CUDA_SUCCESS;
   }
-  cudaError_t e = cudaDeviceGetAttribute(v, (enum cudaDeviceAttr)attr, d);
-  if (e != cudaSuccess) (void)cudaGetLastError();
-  return fromRt(e);
+  return RT(cudaDeviceGetAttribute(v, (enum cudaDeviceAttr)attr, d));
 }
 
 /* ---- contexts: one primary context per device --------------------------- */
@@ -199,7 +205,7 @@ API CUresult cuCtxSetCurrent(CUcontext c) {
   }
   int dev = ctxDevice(c);
   if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
-  CUresult r = fromRt(cudaSetDevice(dev));
+  CUresult r = RT(cudaSetDevice(dev));
   if (r == CUDA_SUCCESS) ctxUnbound = false;
   return r;
 }
@@ -217,7 +223,7 @@ API CUresult cuCtxSynchronize(void) {
   CUcontext c;
   cuCtxGetCurrent(&c);
   if (c == NULL) return CUDA_ERROR_INVALID_CONTEXT;
-  return fromRt(cudaDeviceSynchronize());
+  return RT(cudaDeviceSynchronize());
 }
 
 /* ---- memory ------------------------------------------------------------- */
@@ -225,7 +231,7 @@ API CUresult cuCtxSynchronize(void) {
 API CUresult cuMemAlloc(CUdeviceptr *p, size_t size) {
   if (p == NULL || size == 0) return CUDA_ERROR_INVALID_VALUE;
   void *q = NULL;
-  CUresult r = fromRt(cudaMalloc(&q, size));
+  CUresult r = RT(cudaMalloc(&q, size));
   *p = (CUdeviceptr)(uintptr_t)q;
   return r;
 }
@@ -236,27 +242,27 @@ API CUresult cuMemFree(CUdeviceptr p) {
   if (cudaPointerGetAttributes(&a, (void *)(uintptr_t)p) != cudaSuccess ||
       (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged))
     return CUDA_ERROR_INVALID_VALUE;
-  return fromRt(cudaFree((void *)(uintptr_t)p));
+  return RT(cudaFree((void *)(uintptr_t)p));
 }
 
 API CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) {
   if (p == 0) return CUDA_ERROR_INVALID_VALUE;
-  return fromRt(cudaMemset((void *)(uintptr_t)p, v, n));
+  return RT(cudaMemset((void *)(uintptr_t)p, v, n));
 }
 
 API CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) {
   if ((dst == 0 || src == NULL) && n > 0) return CUDA_ERROR_INVALID_VALUE;
-  return fromRt(cudaMemcpy((void *)(uintptr_t)dst, src, n, cudaMemcpyHostToDevice));
+  return RT(cudaMemcpy((void *)(uintptr_t)dst, src, n, cudaMemcpyHostToDevice));
 }
 
 API CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) {
   if ((dst == NULL || src == 0) && n > 0) return CUDA_ERROR_INVALID_VALUE;
-  return fromRt(cudaMemcpy(dst, (const void *)(uintptr_t)src, n, cudaMemcpyDeviceToHost));
+  return RT(cudaMemcpy(dst, (const void *)(uintptr_t)src, n, cudaMemcpyDeviceToHost));
 }
 
 API CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
   if ((dst == 0 || src == NULL) && n > 0) return CUDA_ERROR_INVALID_VALUE;
-  return fromRt(cudaMemcpyAsync((void *)(uintptr_t)dst, src, n, cudaMemcpyHostToDevice,
+  return RT(cudaMemcpyAsync((void *)(uintptr_t)dst, src, n, cudaMemcpyHostToDevice,
                                 (cudaStream_t)s));
 }
 
@@ -274,18 +280,18 @@ API CUresult cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr p
 
 API CUresult cuMemHostRegister(void *p, size_t size, unsigned int flags) {
   if (p == NULL || size == 0 || (flags & ~0xfu)) return CUDA_ERROR_INVALID_VALUE;
-  return fromRt(cudaHostRegister(p, size, flags));
+  return RT(cudaHostRegister(p, size, flags));
 }
 
 API CUresult cuMemHostUnregister(void *p) {
   if (p == NULL) return CUDA_ERROR_INVALID_VALUE;
-  return fromRt(cudaHostUnregister(p));
+  return RT(cudaHostUnregister(p));
 }
 
 API CUresult cuMemHostGetDevicePointer(CUdeviceptr *d, void *p, unsigned int flags) {
   if (d == NULL || p == NULL || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   void *q = NULL;
-  CUresult r = fromRt(cudaHostGetDevicePointer(&q, p, 0));
+  CUresult r = RT(cudaHostGetDevicePointer(&q, p, 0));
   if (r == CUDA_SUCCESS) *d = (CUdeviceptr)(uintptr_t)q;
   return r;
 }
@@ -378,22 +384,22 @@ API CUresult cuPointerGetAttributes(unsigned int n, int *attrs, void **data, CUd
 API CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
   if (s == NULL || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
   cudaStream_t t = NULL;
-  CUresult r = fromRt(cudaStreamCreateWithFlags(&t, flags));
+  CUresult r = RT(cudaStreamCreateWithFlags(&t, flags));
   *s = (CUstream)t;
   return r;
 }
 
-API CUresult cuStreamSynchronize(CUstream s) { return fromRt(cudaStreamSynchronize((cudaStream_t)s)); }
+API CUresult cuStreamSynchronize(CUstream s) { return RT(cudaStreamSynchronize((cudaStream_t)s)); }
 
 API CUresult cuStreamDestroy(CUstream s) {
   if (s == NULL) return CUDA_ERROR_INVALID_HANDLE;
-  return fromRt(cudaStreamDestroy((cudaStream_t)s));
+  return RT(cudaStreamDestroy((cudaStream_t)s));
 }
 
 API CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
   if (mode == NULL) return CUDA_ERROR_INVALID_VALUE;
   enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)*mode;
-  CUresult r = fromRt(cudaThreadExchangeStreamCaptureMode(&m));
+  CUresult r = RT(cudaThreadExchangeStreamCaptureMode(&m));
   if (r == CUDA_SUCCESS) *mode = (int)m;
   return r;
 }

@@ -59,6 +59,9 @@ enum {
   CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER = 100, CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES = 200
 };
 
+/* anyccl-cpu (src/error.c): sets the thread's last runtime error. */
+void anycclCpuRestoreLastError(int err);
+
 CUresult cuGetProcAddress_v2(const char *symbol, void **fn, int version, unsigned long long flags,
                              int *status);
 CUresult cuGetProcAddress(const char *symbol, void **fn, int version, unsigned long long flags);

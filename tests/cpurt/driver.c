@@ -210,7 +210,12 @@ int main(int argc, char **argv) {
   CHECK(mapped == (uintptr_t)plain);
   CU(CUDA_ERROR_INVALID_VALUE, cuMemHostGetDevicePointer(&mapped, plain, 1));
   CU(CUDA_SUCCESS, cuMemHostUnregister(plain));
+  (void)cudaGetLastError();
   CU(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cuMemHostUnregister(plain));
+  EXPECT(cudaSuccess, cudaGetLastError()); /* a driver call's failure is not the runtime's error */
+  EXPECT(cudaErrorInvalidValue, cudaHostUnregister(NULL));
+  CU(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cuMemHostUnregister(plain));
+  EXPECT(cudaErrorInvalidValue, cudaGetLastError()); /* and the runtime's own stays */
   CU(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister(NULL, 8, 0));
 
   /* a host-to-device copy on a driver stream lands */
