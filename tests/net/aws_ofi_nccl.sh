@@ -58,7 +58,9 @@ fi
 build() {
   local dir=$1 prefix=$2; shift 2
   echo "# building aws-ofi-nccl ($(git -C "$SRC" log -1 --format=%h 2>/dev/null)) into $prefix"
-  rm -rf "$dir" && mkdir -p "$dir/src" && git -C "$SRC" archive HEAD | tar -x -C "$dir/src" &&
+  rm -rf "$dir" && mkdir -p "$dir/src" &&
+  if git -C "$SRC" rev-parse -q HEAD >/dev/null 2>&1; then git -C "$SRC" archive HEAD | tar -x -C "$dir/src"
+  else tar -C "$SRC" --exclude=./build-cpudrv --exclude=./build-real --exclude=./install -c . | tar -x -C "$dir/src"; fi &&
   (cd "$dir/src" && { ./autogen.sh >"$dir/autogen.out" 2>&1 || autoreconf -fi >"$dir/autogen.out" 2>&1; } &&
     ./configure --prefix="$prefix" --with-cuda="$CUDA_HOME" --disable-tests \
       --enable-platform-aws=no "$@" >"$dir/configure.out" 2>&1 &&
