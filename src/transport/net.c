@@ -249,9 +249,13 @@ static void* proxyMain(void* arg) {
  * networks mean nothing to each other. Says so, naming both. */
 static ncclResult_t netNameCheck(const struct ncclComm* comm, int peer, const char* mine, const char* theirs) {
   if (strncmp(mine, theirs, NET_NAME_MAX) == 0) return ncclSuccess;
-  WARN("NET: rank %d uses network '%s', its peer rank %d uses '%.*s': every rank must use the same network (a "
+  char shown[NET_NAME_MAX]; /* the peer's bytes, printable */
+  int n = 0;
+  for (; n < NET_NAME_MAX - 1 && theirs[n]; n++) shown[n] = theirs[n] >= 0x20 && theirs[n] < 0x7f ? theirs[n] : '?';
+  shown[n] = '\0';
+  WARN("NET: rank %d uses network '%s', its peer rank %d uses '%s': every rank must use the same network (a "
        "NCCL_NET_PLUGIN that failed to initialise on some hosts leaves their ranks on the built-in one; see their WARN)",
-       comm->rank, mine, peer, NET_NAME_MAX, theirs);
+       comm->rank, mine, peer, shown);
   return ncclInvalidUsage;
 }
 
