@@ -23,8 +23,16 @@
 #pragma GCC diagnostic ignored "-Wunused-function" /* the other versions' adapters */
 #endif
 
+/* ANYCCL_PLUGIN_REFUSE_HOST=H (for tests): init fails on virtual host H
+ * (NCCL_HOSTID), as a plugin fails on a host where it finds no NIC: those
+ * ranks fall back to the built-in network while the others use this one. */
 static ncclResult_t init(anycclPluginLogger_t log) {
   (void)log; /* anyccl logs through NCCL_DEBUG itself */
+  const char *refuse = getenv("ANYCCL_PLUGIN_REFUSE_HOST"), *host = getenv("NCCL_HOSTID");
+  if (refuse && host && strcmp(refuse, host) == 0) {
+    fprintf(stderr, "libnccl-net-anyccl (ANYCCL_PLUGIN_REFUSE_HOST): refusing to initialise on host %s\n", host);
+    return ncclSystemError;
+  }
   return NET->init();
 }
 

@@ -192,6 +192,17 @@ for h in 0 1; do
   ip -n "${NS[h]}" addr add "${ADDR[h]}/24" dev "$IFNAME" || die "address ${ADDR[h]} in ${NS[h]}"
   ip -n "${NS[h]}" link set "$IFNAME" up || die "$IFNAME up in ${NS[h]}"
 done
+# The kernel reports the second end's carrier (operstate UP, IFF_RUNNING) up
+# to a second later (linkwatch); software that lists only running interfaces
+# (libfabric's tcp provider, under aws-ofi-nccl) would find none on that host.
+for h in 0 1; do
+  for _ in $(seq 50); do
+    [ "$(ip netns exec "${NS[h]}" cat /sys/class/net/$IFNAME/operstate 2>/dev/null)" = up ] && break
+    sleep 0.1
+  done
+  [ "$(ip netns exec "${NS[h]}" cat /sys/class/net/$IFNAME/operstate 2>/dev/null)" = up ] ||
+    die "$IFNAME in ${NS[h]} is not up after 5 s"
+done
 
 # ---- shaping (egress of each end: both directions) ---------------------------
 # root [netem delay] -> [tbf aggregate rate] -> [htb: 256 flow classes]

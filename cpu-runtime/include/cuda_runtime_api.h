@@ -59,6 +59,16 @@ extern __host__ cudaError_t CUDARTAPI cudaDeviceGetStreamPriorityRange(int *leas
 extern __host__ cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free, size_t *total);
 extern __host__ cudaError_t CUDARTAPI cudaDriverGetVersion(int *driverVersion);
 extern __host__ cudaError_t CUDARTAPI cudaRuntimeGetVersion(int *runtimeVersion);
+/* Driver entry points (cuGetProcAddress through the runtime). anyccl-cpu
+ * answers them from its driver library (libcuda.so.1 of the build's
+ * cpu-driver folder, found through LD_LIBRARY_PATH); without it, or when the
+ * libcuda.so.1 found is another driver, cudaErrorInsufficientDriver. */
+extern __host__ cudaError_t CUDARTAPI cudaGetDriverEntryPoint(
+    const char *symbol, void **funcPtr, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *driverStatus __dv(NULL));
+extern __host__ cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
+    const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *driverStatus __dv(NULL));
 
 /* ---- memory ------------------------------------------------------------ */
 extern __host__ cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size);
@@ -81,6 +91,10 @@ extern __host__ cudaError_t CUDARTAPI cudaMallocAsync(void **devPtr, size_t size
 extern __host__ cudaError_t CUDARTAPI cudaFreeAsync(void *devPtr, cudaStream_t hStream);
 extern __host__ cudaError_t CUDARTAPI cudaPointerGetAttributes(
     struct cudaPointerAttributes *attributes, const void *ptr);
+/* anyccl extension: the allocation of any kind (device, managed, pinned or
+ * registered host memory) that holds p. Returns 0 and fills base and size
+ * when found, else 1. */
+int anycclCpuMemFind(const void *p, void **base, size_t *size);
 
 extern __host__ cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t count,
                                                  enum cudaMemcpyKind kind);

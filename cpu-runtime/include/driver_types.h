@@ -91,6 +91,15 @@ enum __device_builtin__ cudaStreamCaptureMode {
 };
 
 /* The attributes that host code commonly asks for (values are CUDA's). */
+enum __device_builtin__ cudaDriverEntryPointQueryResult {
+  cudaDriverEntryPointSuccess = 0,
+  cudaDriverEntryPointSymbolNotFound = 1,
+  cudaDriverEntryPointVersionNotSufficent = 2
+};
+#define cudaEnableDefault                0x0
+#define cudaEnableLegacyStream           0x1
+#define cudaEnablePerThreadDefaultStream 0x2
+
 enum __device_builtin__ cudaDeviceAttr {
   cudaDevAttrMaxThreadsPerBlock = 1,
   cudaDevAttrMaxBlockDimX = 2,

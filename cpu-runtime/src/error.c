@@ -66,4 +66,8 @@ CPURT_API cudaError_t cudaGetLastError(void) {
 
 CPURT_API cudaError_t cudaPeekAtLastError(void) { return self.lastError; }
 
+/* For anyccl-cpu's driver library: its calls into the runtime leave the
+ * thread's last error as it was. */
+CPURT_API void anycclCpuRestoreLastError(cudaError_t err) { self.lastError = err; }
+
 CPURT_API int anycclCpuRuntimeVersion(void) { return 1; }

@@ -442,3 +442,11 @@ CPURT_API int anycclCpuMemGetAddressRange(const void *p, void **base, size_t *si
   *size = a.size;
   return 0;
 }
+
+CPURT_API int anycclCpuMemFind(const void *p, void **base, size_t *size) {
+  struct cpurtAlloc a;
+  if (base == NULL || size == NULL || !cpurtAllocFind(p, &a)) return 1;
+  *base = (void *)a.base;
+  *size = a.size;
+  return 0;
+}

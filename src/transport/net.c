@@ -240,6 +240,24 @@ static void* proxyMain(void* arg) {
 /* The FIFO index a connection uses in the receiver's segment is also the
  * bootstrap tag that carries its listen handle. */
 #define NET_TAG(fifo) (0x4e000 + (fifo))
+/* The sender's answer: the name of its network, on a tag of its own. */
+#define NET_NAME_TAG(fifo) (0x10000000 + (fifo))
+#define NET_NAME_MAX 32
+
+/* Every rank picks its network alone (a plugin that fails to initialise on
+ * one host leaves those ranks on the built-in one); handles of different
+ * networks mean nothing to each other. Says so, naming both. */
+static ncclResult_t netNameCheck(const struct ncclComm* comm, int peer, const char* mine, const char* theirs) {
+  if (strncmp(mine, theirs, NET_NAME_MAX) == 0) return ncclSuccess;
+  char shown[NET_NAME_MAX]; /* the peer's bytes, printable */
+  int n = 0;
+  for (; n < NET_NAME_MAX - 1 && theirs[n]; n++) shown[n] = theirs[n] >= 0x20 && theirs[n] < 0x7f ? theirs[n] : '?';
+  shown[n] = '\0';
+  WARN("NET: rank %d uses network '%s', its peer rank %d uses '%s': every rank must use the same network (a "
+       "NCCL_NET_PLUGIN that failed to initialise on some hosts leaves their ranks on the built-in one; see their WARN)",
+       comm->rank, mine, peer, shown);
+  return ncclInvalidUsage;
+}
 
 ncclResult_t anycclNetSetup(struct ncclComm* comm) {
   int n = comm->nRanks;
@@ -346,24 +364,41 @@ ncclResult_t anycclNetStart(struct ncclComm* comm, const struct anycclNetEnd* en
     /* channels spread over the network devices (NCCL_SOCKET_IFNAME may
      * name several): ring channel c listens on device c mod ndev */
     int dev = nc->channel >= 0 && ndev > 0 ? nc->channel % ndev : 0;
-    char handle[ANYCCL_NET_HANDLE_MAXSIZE];
-    NCCLCHECK(p->net->listen(dev, handle, &nc->listenComm, &comm->abortFlag));
-    NCCLCHECK(bootstrapSend(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), handle, sizeof(handle)));
+    char hello[NET_NAME_MAX + ANYCCL_NET_HANDLE_MAXSIZE] = {0}; /* network name, handle */
+    strncpy(hello, p->net->name, NET_NAME_MAX - 1);
+    NCCLCHECK(p->net->listen(dev, hello + NET_NAME_MAX, &nc->listenComm, &comm->abortFlag));
+    NCCLCHECK(bootstrapSend(comm->bootstrap, c->peer, NET_TAG(c->fifoIndex), hello, sizeof(hello)));
   }
   /* the handles, then every connect and accept (stepped in turn for plugins) */
   int nSend = 0, nRecv = 0;
   for (int i = 0; i < p->nconns; i++) p->conns[i].send ? nSend++ : nRecv++;
   char(*handles)[ANYCCL_NET_HANDLE_MAXSIZE] = calloc(nSend ? nSend : 1, ANYCCL_NET_HANDLE_MAXSIZE);
   void** comms = calloc(2 * (size_t)p->nconns + 1, sizeof(void*)); /* send comms, listen comms, recv comms */
-  ncclResult_t res = handles && comms ? ncclSuccess : ncclSystemError;
+  ncclResult_t res = handles && comms ? ncclSuccess : ncclSystemError, match = ncclSuccess;
+  char mine[NET_NAME_MAX] = {0}, theirs[NET_NAME_MAX];
+  strncpy(mine, p->net->name, NET_NAME_MAX - 1);
+  /* senders take the handles and answer with their network's name (always,
+   * so that a receiver never waits for it), receivers check the answers */
   for (int i = 0, s = 0, r = 0; i < p->nconns && res == ncclSuccess; i++) {
     struct netConn* nc = &p->conns[i];
     if (!nc->send) {
       comms[nSend + r++] = nc->listenComm;
       continue;
     }
-    res = bootstrapRecv(comm->bootstrap, nc->conn->peer, NET_TAG(nc->conn->fifoIndex), handles[s++], ANYCCL_NET_HANDLE_MAXSIZE);
+    char hello[NET_NAME_MAX + ANYCCL_NET_HANDLE_MAXSIZE];
+    res = bootstrapRecv(comm->bootstrap, nc->conn->peer, NET_TAG(nc->conn->fifoIndex), hello, sizeof(hello));
+    if (res == ncclSuccess) res = bootstrapSend(comm->bootstrap, nc->conn->peer, NET_NAME_TAG(nc->conn->fifoIndex), mine, NET_NAME_MAX);
+    if (res != ncclSuccess) break;
+    memcpy(handles[s++], hello + NET_NAME_MAX, ANYCCL_NET_HANDLE_MAXSIZE);
+    if (match == ncclSuccess) match = netNameCheck(comm, nc->conn->peer, mine, hello);
   }
+  for (int i = 0; i < p->nconns && res == ncclSuccess; i++) {
+    struct netConn* nc = &p->conns[i];
+    if (nc->send) continue;
+    res = bootstrapRecv(comm->bootstrap, nc->conn->peer, NET_NAME_TAG(nc->conn->fifoIndex), theirs, NET_NAME_MAX);
+    if (res == ncclSuccess && match == ncclSuccess) match = netNameCheck(comm, nc->conn->peer, mine, theirs);
+  }
+  if (res == ncclSuccess) res = match;
   if (res == ncclSuccess)
     res = anycclNetConnectAll(p->net, nSend, handles, comms, nRecv, comms + nSend, comms + nSend + nRecv, &comm->abortFlag);
   for (int i = 0, s = 0, r = 0; i < p->nconns && comms; i++) /* kept even on failure: closed with the proxy */

@@ -19,6 +19,16 @@ static int child(int n, int rph, size_t count, const char* idfile) {
   if (readUniqueId(idfile, &id) != 0) return 2;
   cudaSetDevice(rank % rph);
   ncclComm_t comm;
+  const char* want = getenv("NET_RANKS_INIT_FAILS"); /* tests: init must fail with this error */
+  if (want) {
+    ncclResult_t r = ncclCommInitRank(&comm, n, id, rank);
+    if (r == ncclSuccess || strncmp(ncclGetErrorString(r), want, strlen(want)) != 0) {
+      fprintf(stderr, "rank %d: ncclCommInitRank returned \"%s\", expected \"%s\"\n", rank, ncclGetErrorString(r), want);
+      return 1;
+    }
+    printf("rank %d: init failed as expected: %s\n", rank, ncclGetLastError(NULL));
+    return 0;
+  }
   CK(ncclCommInitRank(&comm, n, id, rank));
   cudaStream_t s;
   cudaStreamCreate(&s);

@@ -122,8 +122,18 @@ mpirun)
   [ "$n" = 4 ] || { echo "netns_test: FAIL: $n of 4 ranks said Success"; exit 1; }
   expect "$out" "via NET/P2P;via SHM;NCCL_HOSTID=vhost1" || exit 1
   ;;
+link-up)
+  # both veth ends are running (operstate up) when the ranks start: software
+  # that lists only running interfaces (libfabric's tcp provider) finds them
+  out=$("$scripts/netns-2host.sh" -n 1 --timeout 20 -- cat /sys/class/net/anyccl0/operstate 2>&1)
+  rc=$?
+  if [ $rc = $SKIP ]; then printf '%s\n' "$out"; exit $SKIP; fi
+  printf '%s\n' "$out"
+  [ $rc = 0 ] || { echo "netns_test: FAIL: netns-2host.sh exited $rc"; exit 1; }
+  expect "$out" "^\[h0 r0\] up$;^\[h1 r1\] up$" || exit 1
+  ;;
 *)
-  echo "usage: $0 collectives|rate-limited|link-drop|mpirun SCRIPTS_DIR PROGRAM" >&2
+  echo "usage: $0 collectives|rate-limited|link-drop|mpirun|link-up SCRIPTS_DIR PROGRAM" >&2
   exit 2
   ;;
 esac
