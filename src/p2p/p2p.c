@@ -140,9 +140,10 @@ P2P_API ncclResult_t anycclP2pEndpointCreate(int device, const anycclP2pConfig_t
   int64_t t = c.timeoutSec ? c.timeoutSec : anycclParamInt(PARAM_OP_TIMEOUT);
   ep->timeoutMs = t > 0 ? t * 1000 : -1;
   ep->nextKey = (randomU64() & 0xffffffff00000000ULL) | 1;
-  if (p2pPlugChoose(c.net, &ep->net) != 0) {
+  int bad = p2pPlugChoose(c.net, &ep->net);
+  if (bad) {
     free(ep);
-    return ncclInvalidUsage;
+    return bad == 1 ? ncclInvalidArgument : ncclInvalidUsage;
   }
   pthread_mutex_init(&ep->lock, NULL);
   for (int i = 0; i < P2P_MAX_IFS; i++) ncclSocketInit(&ep->lsock[i], NULL, NULL);

@@ -301,7 +301,8 @@ ncclResult_t p2pParsePlugHandle(const void* bytes, size_t len, struct p2pPlugWir
  * messages of at most one slot (a header and its payload, or part of a
  * large payload), P2P_PLUG_SLOTS in flight each way. */
 #define P2P_PLUG_SLOTS 4
-/* ANYCCL_P2P_NET / config.net: the plugin's table, or NULL for sockets (1: refused, WARNed) */
+/* ANYCCL_P2P_NET / config.net: the plugin's table, or NULL for sockets; 1: a bad value, 2: the
+ * plugin asked for did not load (WARNed) */
 int p2pPlugChoose(const char* cfgNet, const anycclNet_t** net);
 ncclResult_t p2pPlugEndpointInit(struct anycclP2pEndpoint* ep);
 ncclResult_t p2pPlugListen(struct anycclP2pEndpoint* ep, anycclP2pHandle_t* handle);

@@ -86,6 +86,7 @@ static size_t helloBytes(int nch) { return sizeof(struct p2pHello) + (size_t)nch
 static size_t backBytes(int nch) { return offsetof(struct p2pPlugBack, listen) + (size_t)nch * ANYCCL_NET_HANDLE_MAXSIZE; }
 
 /* ---- choice ------------------------------------------------------------------------ */
+/* 0: chosen (*net NULL: sockets); 1: a bad value (ncclInvalidArgument); 2: the plugin wanted is not there */
 int p2pPlugChoose(const char* cfgNet, const anycclNet_t** net) {
   const char* want = cfgNet ? cfgNet : anycclParamStr(PARAM_P2P_NET);
   const char* from = cfgNet ? "config.net" : "ANYCCL_P2P_NET";
@@ -105,7 +106,7 @@ int p2pPlugChoose(const char* cfgNet, const anycclNet_t** net) {
     else
       WARN("anycclP2pEndpointCreate: %s=plugin but NCCL_NET_PLUGIN names no plugin; set NCCL_NET_PLUGIN=<name> "
            "(libnccl-net-<name>.so) or pass \"socket\"", from);
-    return 1;
+    return 2;
   }
   return 0;
 }
