@@ -155,6 +155,8 @@ static ncclResult_t chanAlloc(struct anycclP2pConn* c) {
   return ncclSuccess;
 }
 
+static int connectStep(struct anycclP2pConn* c, int k);
+
 /* our listens for the peer's direction of channels first..nch-1 */
 static ncclResult_t listenChannels(struct anycclP2pConn* c, int first) {
   for (int k = first; k < c->nch; k++) NCCLCHECK(c->ep->net->listen(c->ep->netDev, c->pch[k].lh, &c->pch[k].lc, NULL));
@@ -176,8 +178,13 @@ ncclResult_t p2pPlugConnect(struct anycclP2pEndpoint* ep, const anycclP2pHandle_
   if (getrandom(&connId, sizeof(connId), 0) != sizeof(connId)) connId = (uint64_t)ncclSocketClockMs() ^ (uint64_t)(uintptr_t)c;
   s->hello.base = (struct p2pHello){P2P_HANDLE_MAGIC, h.cookie, connId, 0, c->nch, c->chunk, c->window, 0};
   for (int k = 0; k < c->nch; k++) memcpy(s->hello.listen[k], c->pch[k].lh, ANYCCL_NET_HANDLE_MAXSIZE);
-  /* the first step here: a plugin that refuses the handle fails the connect itself */
-  return p2pPlugSetupStep(c) < 0 ? ncclSystemError : ncclSuccess;
+  /* channel 0's first connect step here: a plugin that refuses the handle
+   * fails the connect itself. Nothing further: the rest waits for the
+   * peer's accept (a plugin's accept may block until a peer connects), and
+   * the caller may be the thread that accepts next. */
+  if (connectStep(c, 0) < 0) return ncclSystemError;
+  if (c->pch[0].sc) s->stage = 1;
+  return ncclSuccess;
 }
 
 static int64_t setupTimeout(int64_t timeoutMs) { return timeoutMs > 0 ? timeoutMs : bootstrapTimeoutMs(); }
