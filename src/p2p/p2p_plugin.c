@@ -38,7 +38,7 @@
 
 #define HELLO_MS 2000
 #define SLOT_CAP (256 << 10) /* payload bytes per slot at most (a larger chunk takes several messages) */
-#define IDLE_SPINS 2000      /* idle passes that yield before the waits sleep a millisecond */
+#define IDLE_SPINS 100 /* idle passes that yield before the waits sleep */
 
 struct p2pPlugChan {
   void *sc, *rc;   /* sendComm, recvComm */
@@ -572,4 +572,12 @@ void p2pPlugFree(struct anycclP2pConn* c) {
   c->psetup = NULL;
 }
 
-int p2pPlugIdleMs(struct anycclP2pConn* c) { return c->pidle++ < IDLE_SPINS ? 0 : 1; }
+/* The waits yield for IDLE_SPINS passes, then sleep 10 us doubling up to a
+ * millisecond (the plugin's own threads may need the core that spins). */
+int p2pPlugIdleMs(struct anycclP2pConn* c) {
+  int n = c->pidle++;
+  if (n < IDLE_SPINS) return 0;
+  if (n - IDLE_SPINS >= 7) return 1;
+  usleep(10u << (n - IDLE_SPINS));
+  return 0;
+}
