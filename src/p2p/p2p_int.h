@@ -310,7 +310,7 @@ ncclResult_t p2pPlugConnect(struct anycclP2pEndpoint* ep, const anycclP2pHandle_
                             int64_t timeoutMs);
 ncclResult_t p2pPlugAccept(struct anycclP2pEndpoint* ep, struct anycclP2pConn** out, int64_t timeoutMs,
                            volatile uint32_t* abortFlag, const char* timeoutName);
-/* plock held: one step of the setup; 1 progressed, 0 not, -1 failed (WARNed) */
+/* plock held: one step of the setup; 1 progressed, 0 not, -1 failed, -2 timed out (WARNed) */
 int p2pPlugSetupStep(struct anycclP2pConn* c);
 /* channel k's stream (plock held): bytes taken / given, or -1 with errno
  * EAGAIN (nothing now) or ECONNRESET (the plugin failed); read: 0 after the

@@ -387,7 +387,7 @@ int p2pPlugSetupStep(struct anycclP2pConn* c) {
     WARN("P2P: connection setup through net plugin %s did not complete within %lld s (the peer stopped, or the "
          "plugin cannot connect; ANYCCL_OP_TIMEOUT / config.timeoutSec / ANYCCL_BOOTSTRAP_TIMEOUT)", c->ep->net->name,
          (long long)(s->timeoutMs / 1000));
-    return -1;
+    return -2;
   }
   int prog = 0, r = 0, all = 0;
   if (!s->acceptor) {

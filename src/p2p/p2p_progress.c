@@ -575,7 +575,8 @@ static int progressOnce(struct anycclP2pConn* c) {
   if (c->psetup) { /* over a net plugin, the setup still stepping */
     int st = p2pPlugSetupStep(c);
     if (st < 0) {
-      connError(c, ncclRemoteError, "the connection could not be set up through the net plugin", -1, "setup");
+      connError(c, st == -2 ? ncclSystemError : ncclRemoteError, "the connection could not be set up through the net plugin",
+                -1, st == -2 ? "timeout" : "setup");
       return 1;
     }
     if (st > 0) __atomic_store_n(&c->lastProgress, ncclSocketClockMs(), __ATOMIC_RELEASE);

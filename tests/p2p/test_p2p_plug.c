@@ -5,6 +5,8 @@
  *   mix       (NCCL_NET_PLUGIN loads) a plugin endpoint and a socket
  *             endpoint in one process refuse each other's handles, and a
  *             handle of another plugin; two plugin endpoints talk
+ *   cookie    (NCCL_NET_PLUGIN loads) a handle with another cookie: no
+ *             connection, both sides fail within their timeouts
  *   required  (NCCL_NET_PLUGIN does not load) config.net = "plugin" fails
  *             with ncclInvalidUsage
  *   fallback  (NCCL_NET_PLUGIN does not load) no config.net and no
@@ -80,6 +82,40 @@ static void caseMix(void) {
   CK(anycclP2pEndpointDestroy(sb));
 }
 
+/* Over the plugin: a handle with another cookie gets no connection (the
+ * accept fails after the 1 s timeout), and the connecting side, whose setup
+ * never completes, fails its requests with ncclSystemError after its own
+ * timeout and closes at once (nothing blocks in the plugin's accept). */
+static void caseCookie(void) {
+  anycclP2pConfig_t cfg = ANYCCL_P2P_CONFIG_INITIALIZER;
+  cfg.net = "plugin";
+  cfg.timeoutSec = 1;
+  anycclP2pEndpoint_t a, b;
+  CK(anycclP2pEndpointCreate(-1, &cfg, &a));
+  CK(anycclP2pEndpointCreate(-1, &cfg, &b));
+  anycclP2pHandle_t h;
+  CK(anycclP2pListen(a, &h));
+  h.bytes[8] ^= 0x10; /* the cookie, after the magic */
+  anycclP2pConn_t cb, ca;
+  CK(anycclP2pConnect(b, &h, &cb));
+  double t0 = now();
+  EXPECT(anycclP2pAccept(a, &ca) == ncclSystemError);
+  double dt = now() - t0;
+  fprintf(stderr, "accept with a wrong cookie: failed after %.2f s\n", dt);
+  EXPECT(dt >= 0.9 && dt < 3);
+  char y[8];
+  anycclP2pRequest_t q;
+  ncclResult_t res = anycclP2pIrecv(cb, y, sizeof(y), 0, &q);
+  if (res == ncclSuccess) res = anycclP2pWait(q, NULL);
+  fprintf(stderr, "receive on the connection that never came up: %s after %.2f s\n", ncclGetErrorString(res), now() - t0);
+  EXPECT(res == ncclSystemError && now() - t0 < 4);
+  t0 = now();
+  CK(anycclP2pClose(cb));
+  EXPECT(now() - t0 < 0.5);
+  CK(anycclP2pEndpointDestroy(a));
+  CK(anycclP2pEndpointDestroy(b));
+}
+
 static void caseRequired(void) {
   anycclP2pConfig_t cfg = ANYCCL_P2P_CONFIG_INITIALIZER;
   cfg.net = "plugin";
@@ -102,7 +138,7 @@ static void caseFallback(void) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_p2p_plug mix|required|fallback\n");
+    fprintf(stderr, "usage: test_p2p_plug mix|cookie|required|fallback\n");
     return 1;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -110,6 +146,7 @@ int main(int argc, char** argv) {
   const char* c = argv[1];
   if (!strcmp(c, "mix")) caseMix();
   else if (!strcmp(c, "required")) caseRequired();
+  else if (!strcmp(c, "cookie")) caseCookie();
   else if (!strcmp(c, "fallback")) caseFallback();
   else return 1;
   printf("PASS: %s\n", c);
