@@ -320,8 +320,9 @@ ssize_t p2pPlugRead(struct anycclP2pConn* c, int k, char* dst, size_t want);
 void p2pPlugBye(struct anycclP2pConn* c, const struct p2pHdr* bye);
 void p2pPlugFree(struct anycclP2pConn* c);
 void p2pPlugEndpointFree(struct anycclP2pEndpoint* ep);
-/* the idle wait's poll timeout: 0 (spin) for a while after progress, then 1 ms */
-int p2pPlugIdleMs(struct anycclP2pConn* c);
+/* the idle wait (plock held): 0 yield, else sleep this many us (1000: a
+ * millisecond's poll on the wake fd) */
+int p2pPlugIdleUs(struct anycclP2pConn* c);
 
 /* p2p_progress.c */
 ncclResult_t p2pConnStart(struct anycclP2pConn* c);

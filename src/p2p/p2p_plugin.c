@@ -574,10 +574,8 @@ void p2pPlugFree(struct anycclP2pConn* c) {
 
 /* The waits yield for IDLE_SPINS passes, then sleep 10 us doubling up to a
  * millisecond (the plugin's own threads may need the core that spins). */
-int p2pPlugIdleMs(struct anycclP2pConn* c) {
+int p2pPlugIdleUs(struct anycclP2pConn* c) {
   int n = c->pidle++;
   if (n < IDLE_SPINS) return 0;
-  if (n - IDLE_SPINS >= 7) return 1;
-  usleep(10u << (n - IDLE_SPINS));
-  return 0;
+  return n - IDLE_SPINS >= 7 ? 1000 : 10 << (n - IDLE_SPINS);
 }

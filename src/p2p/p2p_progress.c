@@ -671,6 +671,12 @@ static int pollWait(struct anycclP2pConn* c, struct pollfd* pfd, int n, int time
   return 1;
 }
 
+/* Nothing to poll and nothing moved: yield (us 0) or sleep us microseconds. */
+static void idleNap(int us) {
+  if (us > 0 && us < 1000) usleep((useconds_t)us);
+  else sched_yield();
+}
+
 /* The channels poll found readable are worth a recv again (plock held). */
 static void markReadable(struct anycclP2pConn* c, const struct pollfd* pfd, int n) {
   for (int i = 1; i < n; i++)
@@ -742,10 +748,11 @@ int p2pDrive(struct anycclP2pConn* c, struct anycclP2pReq* r) {
     }
     int n = pollSet(c, pfd, 1);
     int copying = copiesPending(c);
-    /* over a net plugin nothing wakes a poll: spin a while, then sleep a millisecond at a time */
-    int ms = copying ? 0 : c->pch ? p2pPlugIdleMs(c) : NCCL_SOCKET_POLL_MS;
+    /* over a net plugin nothing wakes a poll: yield a while, then sleep longer each time */
+    int us = !copying && c->pch ? p2pPlugIdleUs(c) : 0;
+    int ms = copying ? 0 : c->pch ? us >= 1000 : NCCL_SOCKET_POLL_MS;
     if (pollWait(c, pfd, n, ms)) markReadable(c, pfd, n);
-    else if (ms == 0) sched_yield();
+    else if (ms == 0) idleNap(us);
     direct = 1;
   }
   int left = 0, watch = needsWatch(c, &left);
@@ -785,11 +792,12 @@ static void* progressMain(void* arg) {
       if (needsWatch(c, &left)) __atomic_store_n(&c->watch, 1, __ATOMIC_SEQ_CST);
     }
     int copying = !progressed && copiesPending(c);
-    int ms = copying ? 0 : c->pch ? p2pPlugIdleMs(c) : NCCL_SOCKET_POLL_MS;
+    int us = !progressed && !copying && c->pch ? p2pPlugIdleUs(c) : 0;
+    int ms = copying ? 0 : c->pch ? us >= 1000 : NCCL_SOCKET_POLL_MS;
     pthread_mutex_unlock(&c->plock);
-    /* the poll runs without the channels' lock: a caller may take them */
+    /* the poll (and a plugin's nap) runs without the channels' lock: a caller may take them */
     ready = progressed ? 0 : pollWait(c, pfd, n, ms);
-    if (!progressed && ms == 0 && !ready) sched_yield();
+    if (!progressed && ms == 0 && !ready) idleNap(us);
   }
   return NULL;
 }
