@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include "fuzz.h"
@@ -37,6 +38,11 @@ static void handle(struct fuzzIn* in) {
   size_t len = fuzzTake(in, bytes, sizeof(bytes));
   struct p2pWireHandle h;
   char why[160] = "";
+  /* as a plugin endpoint's handle: its magic, a terminated plugin name */
+  struct p2pPlugWireHandle ph;
+  if (p2pParsePlugHandle(bytes, len == sizeof(bytes) ? sizeof(bytes) : len, &ph, why, sizeof(why)) == ncclSuccess)
+    FUZZ_CHECK(ph.magic == P2P_PHANDLE_MAGIC && memchr(ph.net, 0, sizeof(ph.net)) != NULL);
+  why[0] = '\0';
   if (p2pParseHandle(bytes, len == sizeof(bytes) ? sizeof(bytes) : len, &h, why, sizeof(why)) != ncclSuccess) {
     FUZZ_CHECK(why[0] != '\0');
     return;

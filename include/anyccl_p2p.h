@@ -1,5 +1,7 @@
 /* anyccl P2P engine: point-to-point transfers between two processes (on one
- * host or across hosts) over several TCP connections at once.
+ * host or across hosts) over several TCP connections at once, or over an
+ * NCCL net plugin (NCCL_NET_PLUGIN; config.net / ANYCCL_P2P_NET): each
+ * channel is then a pair of the plugin's connections, one each way.
  *
  *   endpoint  bound to a device; picks its NIC from the topology (the NIC
  *             nearest the device; ANYCCL_P2P_IFNAME overrides)
@@ -68,9 +70,13 @@ typedef struct {
   const char* ifname;/* NULL: ANYCCL_P2P_IFNAME, else the topology's NIC, else NCCL_SOCKET_IFNAME's choice;
                         a comma-separated list deals channels over the interfaces */
   int timeoutSec;    /* a request without progress this long fails; 0: ANYCCL_OP_TIMEOUT */
+  const char* net;   /* what carries the channels: "socket" (built-in TCP), "plugin" (the NCCL net plugin
+                        NCCL_NET_PLUGIN names; an error if none loads); NULL: ANYCCL_P2P_NET, and when
+                        that is unset too, the plugin if NCCL_NET_PLUGIN names one that loads, else sockets.
+                        Both sides of a connection must use the same. */
 } anycclP2pConfig_t;
 
-#define ANYCCL_P2P_CONFIG_INITIALIZER {0, 0, 0, NULL, 0}
+#define ANYCCL_P2P_CONFIG_INITIALIZER {0, 0, 0, NULL, 0, NULL}
 
 /* device: the cpu backend's (or CUDA's) device index; -1: no device (host
  * memory, NIC from NCCL_SOCKET_IFNAME). config may be NULL. */

@@ -175,8 +175,13 @@ static ncclResult_t connect(int dev, void* handle, void** sc, anycclPluginDev** 
   pthread_mutex_unlock(&hsLock);
   return res;
 }
+/* No peer waiting: "not yet" (NCCL calls again), so that a caller stepping
+ * several connects and accepts, or bounding its own wait, never blocks in
+ * the socket table's accept. */
 static ncclResult_t accept(void* lc, void** rc, anycclPluginDev** devComm) {
   (void)devComm;
+  *rc = NULL;
+  if (!anycclNetSocketListenReady(lc)) return ncclSuccess;
   ncclResult_t res = NET->accept(lc, rc);
   if (res != ncclSuccess || !hsOn()) return res;
   uint64_t key = 0;

@@ -115,5 +115,9 @@ const anycclNet_t* anycclNetDefault(void);
  * silence (net_socket.c; the P2P engine's channels use it too). */
 struct ncclSocket;
 void netSetLiveness(struct ncclSocket* s);
+/* 1 when a peer's connection waits on a listenComm of anycclNetSocket
+ * (its accept then does not wait for one): libnccl-net-anyccl.so answers
+ * "not yet" otherwise, as NCCL plugins may, instead of blocking. */
+int anycclNetSocketListenReady(void* listenComm);
 
 #endif

@@ -17,6 +17,7 @@
 #include "rt.h"
 #include "param.h"
 #include "topo.h"
+#include "bootstrap.h"
 
 #define HELLO_MS 2000 /* a connecting socket must say hello within this */
 
@@ -139,15 +140,21 @@ P2P_API ncclResult_t anycclP2pEndpointCreate(int device, const anycclP2pConfig_t
   int64_t t = c.timeoutSec ? c.timeoutSec : anycclParamInt(PARAM_OP_TIMEOUT);
   ep->timeoutMs = t > 0 ? t * 1000 : -1;
   ep->nextKey = (randomU64() & 0xffffffff00000000ULL) | 1;
+  int bad = p2pPlugChoose(c.net, &ep->net);
+  if (bad) {
+    free(ep);
+    return bad == 1 ? ncclInvalidArgument : ncclInvalidUsage;
+  }
   pthread_mutex_init(&ep->lock, NULL);
   for (int i = 0; i < P2P_MAX_IFS; i++) ncclSocketInit(&ep->lsock[i], NULL, NULL);
-  ncclResult_t res = chooseIfs(ep, c.ifname);
+  if (ep->net && c.ifname) INFO(NCCL_NET, "P2P: config.ifname %s is not used over net plugin %s (it picks its NIC)", c.ifname, ep->net->name);
+  ncclResult_t res = ep->net ? p2pPlugEndpointInit(ep) : chooseIfs(ep, c.ifname);
   if (res != ncclSuccess) {
     pthread_mutex_destroy(&ep->lock);
     free(ep);
     return res;
   }
-  for (int i = 0; i < ep->nifs; i++) {
+  for (int i = 0; i < ep->nifs && ep->net == NULL; i++) {
     char buf[NCCL_SOCKET_NAME_MAXLEN];
     INFO(NCCL_INIT | NCCL_NET, "P2P: endpoint of device %d: NIC %d %s (%s)%s%s, %d channels, chunk %zu, window %d",
          device, i, ep->ifNames[i], ncclSocketIpToString(&ep->ifAddrs[i], buf), ep->topoNic[0] ? ", topology NIC " : "",
@@ -168,12 +175,12 @@ P2P_API ncclResult_t anycclP2pEndpointGetInfo(anycclP2pEndpoint_t ep, anycclP2pE
   return ncclSuccess;
 }
 
-static void connFree(struct anycclP2pConn* c);
 
 P2P_API ncclResult_t anycclP2pEndpointDestroy(anycclP2pEndpoint_t ep) {
   if (ep == NULL) return ncclSuccess;
   while (ep->conns) anycclP2pClose(ep->conns);
   for (int i = 0; i < P2P_MAX_IFS; i++) ncclSocketClose(&ep->lsock[i]);
+  p2pPlugEndpointFree(ep);
   while (ep->pending) {
     struct p2pPending* p = ep->pending;
     ep->pending = p->next;
@@ -257,7 +264,7 @@ char* p2pMrLookup(struct anycclP2pEndpoint* ep, uint64_t key, uint64_t off, uint
 }
 
 /* ---- connections -------------------------------------------------------------------------- */
-static struct anycclP2pConn* connNew(struct anycclP2pEndpoint* ep, int nch, size_t chunk, int window) {
+struct anycclP2pConn* p2pConnNew(struct anycclP2pEndpoint* ep, int nch, size_t chunk, int window) {
   struct anycclP2pConn* c = calloc(1, sizeof(*c));
   if (c == NULL) return NULL;
   c->ch = calloc((size_t)nch, sizeof(*c->ch));
@@ -292,7 +299,7 @@ static struct anycclP2pConn* connNew(struct anycclP2pEndpoint* ep, int nch, size
 
 
 static ncclResult_t connStart(struct anycclP2pEndpoint* ep, struct anycclP2pConn* c, const char* role) {
-  for (int k = 0; k < c->nch; k++) {
+  for (int k = 0; k < c->nch && c->pch == NULL; k++) {
     netSetLiveness(&c->ch[k].sock);
     char buf[NCCL_SOCKET_NAME_MAXLEN];
     INFO(NCCL_NET, "P2P: %s channel %d -> NIC %s, peer %s", role, k, ep->ifNames[c->ch[k].ifIndex],
@@ -312,10 +319,16 @@ P2P_API ncclResult_t anycclP2pListen(anycclP2pEndpoint_t ep, anycclP2pHandle_t* 
   const char* fn = "anycclP2pListen";
   ARGCHECK(ep != NULL && handle != NULL, fn, "ep or handle is NULL");
   ARGCHECK(!ep->listening, fn, "the endpoint listens already; pass the handle it gave to every peer");
+  ep->cookie = randomU64();
+  if (ep->net) {
+    NCCLCHECK(p2pPlugListen(ep, handle));
+    ep->listening = 1;
+    return ncclSuccess;
+  }
   struct p2pWireHandle h;
   memset(&h, 0, sizeof(h));
   h.magic = P2P_HANDLE_MAGIC;
-  h.cookie = ep->cookie = randomU64();
+  h.cookie = ep->cookie;
   for (int i = 0; i < ep->nifs; i++) {
     union ncclSocketAddress a = ep->ifAddrs[i];
     ncclSocketAddrSetPort(&a, 0);
@@ -325,6 +338,35 @@ P2P_API ncclResult_t anycclP2pListen(anycclP2pEndpoint_t ep, anycclP2pHandle_t* 
   ep->listening = 1;
   memset(handle, 0, sizeof(*handle));
   memcpy(handle->bytes, &h, sizeof(h));
+  return ncclSuccess;
+}
+
+/* A handle of an endpoint over a net plugin, or a connect from one. */
+static ncclResult_t plugConnect(anycclP2pEndpoint_t ep, const anycclP2pHandle_t* handle, anycclP2pConn_t* out,
+                                int64_t timeoutMs) {
+  const char* fn = "anycclP2pConnect";
+  struct p2pPlugWireHandle h;
+  char why[160];
+  if (p2pParsePlugHandle(handle->bytes, sizeof(handle->bytes), &h, why, sizeof(why)) != ncclSuccess) {
+    struct p2pWireHandle sh;
+    ARGCHECK(p2pParseHandle(handle->bytes, sizeof(handle->bytes), &sh, why, sizeof(why)) != ncclSuccess, fn,
+             "the handle comes from an endpoint on the built-in sockets and this one runs over net plugin %s; use "
+             "the same network on both sides (config.net, ANYCCL_P2P_NET, NCCL_NET_PLUGIN)", ep->net->name);
+    ARGCHECK(0, fn, "the handle is %s; pass the listener's bytes intact", why);
+  }
+  ARGCHECK(ep->net != NULL, fn, "the handle comes from an endpoint over net plugin %.32s and this one runs on the built-in "
+           "sockets; use the same network on both sides (config.net, ANYCCL_P2P_NET, NCCL_NET_PLUGIN)", h.net);
+  ARGCHECK(strncmp(h.net, ep->net->name, sizeof(h.net)) == 0, fn, "the handle comes from an endpoint over net plugin "
+           "%.32s and this one runs over %s; load the same plugin on both sides (NCCL_NET_PLUGIN)", h.net, ep->net->name);
+  struct anycclP2pConn* c = p2pConnNew(ep, ep->channels, ep->chunk, ep->window);
+  if (c == NULL) return ncclSystemError;
+  ncclResult_t res = p2pPlugConnect(ep, handle, c, timeoutMs > 0 ? timeoutMs : bootstrapTimeoutMs());
+  if (res == ncclSuccess) res = connStart(ep, c, "connect");
+  if (res != ncclSuccess) {
+    p2pConnFree(c);
+    return res;
+  }
+  *out = c;
   return ncclSuccess;
 }
 
@@ -339,11 +381,14 @@ ncclResult_t p2pConnectEx(anycclP2pEndpoint_t ep, const anycclP2pHandle_t* handl
   const char* fn = "anycclP2pConnect";
   ARGCHECK(ep != NULL && handle != NULL && out != NULL, fn, "ep, handle or conn is NULL");
   *out = NULL;
+  uint64_t magic;
+  memcpy(&magic, handle->bytes, sizeof(magic));
+  if (magic == P2P_PHANDLE_MAGIC || ep->net) return plugConnect(ep, handle, out, timeoutMs);
   struct p2pWireHandle h;
   char why[160];
   ARGCHECK(p2pParseHandle(handle->bytes, sizeof(handle->bytes), &h, why, sizeof(why)) == ncclSuccess, fn,
            "the handle is %s; pass the listener's bytes intact", why);
-  struct anycclP2pConn* c = connNew(ep, ep->channels, ep->chunk, ep->window);
+  struct anycclP2pConn* c = p2pConnNew(ep, ep->channels, ep->chunk, ep->window);
   if (c == NULL) return ncclSystemError;
   uint64_t connId = randomU64();
   int64_t deadline = ncclSocketDeadlineMs(timeoutMs);
@@ -361,7 +406,7 @@ ncclResult_t p2pConnectEx(anycclP2pEndpoint_t ep, const anycclP2pHandle_t* handl
   if (res != ncclSuccess && aborted(abortFlag)) INFO(NCCL_NET, "P2P: connect aborted (the abort flag is set)");
   if (res == ncclSuccess) res = connStart(ep, c, "connect");
   if (res != ncclSuccess) {
-    connFree(c);
+    p2pConnFree(c);
     return res;
   }
   *out = c;
@@ -407,7 +452,7 @@ static struct anycclP2pConn* acceptOne(struct anycclP2pEndpoint* ep, struct nccl
   struct p2pPending** pp = &ep->pending;
   while (*pp != p) pp = &(*pp)->next;
   *pp = p->next;
-  struct anycclP2pConn* c = connNew(ep, p->hello.nchannels, p->hello.chunk, p->hello.window);
+  struct anycclP2pConn* c = p2pConnNew(ep, p->hello.nchannels, p->hello.chunk, p->hello.window);
   for (int k = 0; k < p->hello.nchannels; k++) {
     if (c) {
       c->ch[k].sock = p->socks[k];
@@ -431,6 +476,17 @@ ncclResult_t p2pAcceptEx(anycclP2pEndpoint_t ep, anycclP2pConn_t* out, int64_t t
   ARGCHECK(ep != NULL && out != NULL, fn, "ep or conn is NULL");
   ARGCHECK(ep->listening, fn, "the endpoint does not listen; call anycclP2pListen first");
   *out = NULL;
+  if (ep->net) {
+    struct anycclP2pConn* c = NULL;
+    NCCLCHECK(p2pPlugAccept(ep, &c, timeoutMs, abortFlag, timeoutName));
+    ncclResult_t res = connStart(ep, c, "accept");
+    if (res != ncclSuccess) {
+      p2pConnFree(c);
+      return res;
+    }
+    *out = c;
+    return ncclSuccess;
+  }
   int64_t deadline = ncclSocketDeadlineMs(timeoutMs);
   for (;;) {
     struct pollfd pfd[P2P_MAX_IFS];
@@ -460,7 +516,7 @@ ncclResult_t p2pAcceptEx(anycclP2pEndpoint_t ep, anycclP2pConn_t* out, int64_t t
       if (c == NULL) continue;
       ncclResult_t res = connStart(ep, c, "accept");
       if (res != ncclSuccess) {
-        connFree(c);
+        p2pConnFree(c);
         return res;
       }
       *out = c;
@@ -469,10 +525,11 @@ ncclResult_t p2pAcceptEx(anycclP2pEndpoint_t ep, anycclP2pConn_t* out, int64_t t
   }
 }
 
-static void connFree(struct anycclP2pConn* c) {
+void p2pConnFree(struct anycclP2pConn* c) {
   p2pConnStop(c);
   p2pConnDrop(c);
   p2pBounceFree(c);
+  p2pPlugFree(c);
   for (int k = 0; k < c->nch; k++) {
     ncclSocketClose(&c->ch[k].sock);
     free(c->ch[k].sbuf);
@@ -534,7 +591,8 @@ P2P_API ncclResult_t anycclP2pClose(anycclP2pConn_t c) {
   p2pConnStop(c);
   if (healthy) {
     struct p2pHdr bye = {P2P_MAGIC, P2P_OP_BYE, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    for (int k = 0; k < c->nch; k++) {
+    if (c->pch) p2pPlugBye(c, &bye);
+    for (int k = 0; k < c->nch && c->pch == NULL; k++) {
       /* a channel may hold the tail of a partly written item: only a clean one can say goodbye */
       if (c->ch[k].qhead == NULL || c->ch[k].qhead->off == 0) ncclSocketSend(&c->ch[k].sock, &bye, sizeof(bye), ncclSocketDeadlineMs(1000));
     }
@@ -544,7 +602,7 @@ P2P_API ncclResult_t anycclP2pClose(anycclP2pConn_t c) {
   else if (ep->conns == c) ep->conns = c->epNext;
   if (c->epNext) c->epNext->epPrev = c->epPrev;
   pthread_mutex_unlock(&ep->lock);
-  connFree(c);
+  p2pConnFree(c);
   return ncclSuccess;
 }
 

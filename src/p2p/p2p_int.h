@@ -21,9 +21,12 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 #include "anyccl_p2p.h"
 #include "debug.h"
 #include "socket.h"
+#include "net.h"
 
 #define P2P_MAGIC 0x61703270u /* "p2pa" */
 #define P2P_HANDLE_MAGIC 0x616e79703270683aULL
@@ -68,6 +71,18 @@ struct p2pWireHandle {
   union ncclSocketAddress addrs[P2P_MAX_IFS];
 };
 _Static_assert(sizeof(struct p2pWireHandle) <= ANYCCL_P2P_HANDLE_BYTES, "handle fits");
+
+/* A handle from an endpoint over a net plugin (p2p_plugin.c): the plugin's
+ * name (a peer on another plugin, or on the built-in sockets, is refused)
+ * and the plugin's listen handle for the connection's first channel. */
+#define P2P_PHANDLE_MAGIC 0x616e797032706c67ULL
+struct p2pPlugWireHandle {
+  uint64_t magic;
+  uint64_t cookie;
+  char net[32];
+  char listen[ANYCCL_NET_HANDLE_MAXSIZE];
+};
+_Static_assert(sizeof(struct p2pPlugWireHandle) <= ANYCCL_P2P_HANDLE_BYTES, "plugin handle fits");
 
 struct p2pHello { /* first bytes on every channel socket */
   uint64_t magic;
@@ -210,6 +225,11 @@ struct anycclP2pConn {
   int bncFailed;         /* ... and could not be */
   int bncErr;            /* a staging copy failed: the progress pass fails the connection */
   struct anycclP2pConn *epPrev, *epNext;
+  /* over a net plugin (p2p_plugin.c; NULL: the channels' sockets) */
+  struct p2pPlugChan* pch;
+  struct p2pPlugSetup* psetup; /* connection setup still stepping (NULL once up) */
+  int plugUp;
+  int pidle; /* progress passes without progress (the idle wait spins first, then sleeps) */
 };
 
 struct anycclP2pMr {
@@ -249,6 +269,10 @@ struct anycclP2pEndpoint {
   int nmrs; /* regions ever registered (atomic): once any, the progress thread always serves the peer's writes
               * and reads, and refuses those for regions deregistered since */
   uint64_t nextKey;
+  /* over a net plugin (ANYCCL_P2P_NET, config.net; NULL: built-in sockets) */
+  const anycclNet_t* net;
+  int netDev;
+  void* netListen;
 };
 
 /* The channel of a message that fits one chunk: both sides compute it from
@@ -268,6 +292,37 @@ ncclResult_t p2pParseHandle(const void* bytes, size_t len, struct p2pWireHandle*
 ncclResult_t p2pParseHello(const void* bytes, size_t len, uint64_t cookie, struct p2pHello* out);
 /* A chunk header: magic, a known op, len <= chunk and <= total. */
 int p2pHeaderValid(const struct p2pHdr* h, size_t chunk);
+
+/* A plugin endpoint's handle (ncclInvalidArgument with why unless its magic). */
+ncclResult_t p2pParsePlugHandle(const void* bytes, size_t len, struct p2pPlugWireHandle* out, char* why, size_t whyLen);
+
+/* p2p_plugin.c: the engine over an NCCL net plugin. Each channel is two
+ * plugin connections (one each way) carrying the channel's byte stream as
+ * messages of at most one slot (a header and its payload, or part of a
+ * large payload), P2P_PLUG_SLOTS in flight each way. */
+#define P2P_PLUG_SLOTS 4
+/* ANYCCL_P2P_NET / config.net: the plugin's table, or NULL for sockets; 1: a bad value, 2: the
+ * plugin asked for did not load (WARNed) */
+int p2pPlugChoose(const char* cfgNet, const anycclNet_t** net);
+ncclResult_t p2pPlugEndpointInit(struct anycclP2pEndpoint* ep);
+ncclResult_t p2pPlugListen(struct anycclP2pEndpoint* ep, anycclP2pHandle_t* handle);
+ncclResult_t p2pPlugConnect(struct anycclP2pEndpoint* ep, const anycclP2pHandle_t* handle, struct anycclP2pConn* c,
+                            int64_t timeoutMs);
+ncclResult_t p2pPlugAccept(struct anycclP2pEndpoint* ep, struct anycclP2pConn** out, int64_t timeoutMs,
+                           volatile uint32_t* abortFlag, const char* timeoutName);
+/* plock held: one step of the setup; 1 progressed, 0 not, -1 failed, -2 timed out (WARNed) */
+int p2pPlugSetupStep(struct anycclP2pConn* c);
+/* channel k's stream (plock held): bytes taken / given, or -1 with errno
+ * EAGAIN (nothing now) or ECONNRESET (the plugin failed); read: 0 after the
+ * peer's goodbye */
+ssize_t p2pPlugWrite(struct anycclP2pConn* c, int k, const struct iovec* iov, int n);
+ssize_t p2pPlugRead(struct anycclP2pConn* c, int k, char* dst, size_t want);
+void p2pPlugBye(struct anycclP2pConn* c, const struct p2pHdr* bye);
+void p2pPlugFree(struct anycclP2pConn* c);
+void p2pPlugEndpointFree(struct anycclP2pEndpoint* ep);
+/* the idle wait (plock held): 0 yield, else sleep this many us (1000: a
+ * millisecond's poll on the wake fd) */
+int p2pPlugIdleUs(struct anycclP2pConn* c);
 
 /* p2p_progress.c */
 ncclResult_t p2pConnStart(struct anycclP2pConn* c);
@@ -291,6 +346,9 @@ void p2pReqUnlink(struct anycclP2pConn* c, struct anycclP2pReq* r);
 void p2pOutPush(struct anycclP2pConn* c, struct anycclP2pReq* r);
 void p2pRecvTakeUnexpected(struct anycclP2pConn* c, struct anycclP2pReq* r);
 void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_t err);
+/* p2p.c: a connection's memory (NULL: none) and its end (thread stopped, everything freed) */
+struct anycclP2pConn* p2pConnNew(struct anycclP2pEndpoint* ep, int nch, size_t chunk, int window);
+void p2pConnFree(struct anycclP2pConn* c);
 /* p2p.c: connection setup with an explicit bound (timeoutMs, < 0: none;
  * timeoutName names the parameter in the WARN) and an abort flag (may be
  * NULL; set: ncclInternalError within NCCL_SOCKET_POLL_MS). */

@@ -263,7 +263,7 @@ static int sendChannel(struct anycclP2pConn* c, int k) {
     struct msghdr m = {0};
     m.msg_iov = iov;
     m.msg_iovlen = n;
-    ssize_t w = sendmsg(ch->sock.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = c->pch ? p2pPlugWrite(c, k, iov, n) : sendmsg(ch->sock.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return progressed;
       connError(c, ncclRemoteError, "the peer is gone or the network dropped a channel", k, strerror(errno));
@@ -479,7 +479,9 @@ static int recvChannel(struct anycclP2pConn* c, int k) {
       dst = ch->rdst ? ch->rdst + ch->rgot : NULL;
     }
     ssize_t n;
-    if (ch->sbeg < ch->send) { /* bytes received earlier come first */
+    if (c->pch) { /* over a net plugin: its received messages are the staging */
+      n = p2pPlugRead(c, k, dst, want);
+    } else if (ch->sbeg < ch->send) { /* bytes received earlier come first */
       n = (ssize_t)(ch->send - ch->sbeg < want ? ch->send - ch->sbeg : want);
       if (dst) memcpy(dst, ch->sbuf + ch->sbeg, (size_t)n);
       ch->sbeg += (size_t)n;
@@ -570,7 +572,19 @@ static int progressOnce(struct anycclP2pConn* c) {
     connError(c, ncclUnhandledCudaError, "a copy between a GPU buffer and a bounce buffer failed", -1, "CUDA");
     return 1;
   }
+  if (c->psetup) { /* over a net plugin, the setup still stepping */
+    int st = p2pPlugSetupStep(c);
+    if (st < 0) {
+      connError(c, st == -2 ? ncclSystemError : ncclRemoteError, "the connection could not be set up through the net plugin",
+                -1, st == -2 ? "timeout" : "setup");
+      return 1;
+    }
+    if (st > 0) __atomic_store_n(&c->lastProgress, ncclSocketClockMs(), __ATOMIC_RELEASE);
+    if (c->psetup) return st;
+    progressed = 1;
+  }
   for (int k = 0; k < c->nch; k++) {
+    if (c->pch) c->ch[k].readable = 1; /* no poll: the plugin's test says */
     int s = sendChannel(c, k);
     if (s < 0) return 1;
     progressed |= s > 0;
@@ -582,6 +596,7 @@ static int progressOnce(struct anycclP2pConn* c) {
     progressed |= r > 0;
   }
   if (progressed) __atomic_store_n(&c->lastProgress, ncclSocketClockMs(), __ATOMIC_RELEASE);
+  if (progressed) c->pidle = 0;
   return progressed;
 }
 
@@ -594,7 +609,7 @@ static int needsWatch(struct anycclP2pConn* c, int* left) {
   int busy = c->active != NULL || p2pBounceBusy(c);
   pthread_mutex_unlock(&c->lock);
   for (int k = 0; k < c->nch && !*left; k++) *left = c->ch[k].qhead != NULL || c->ch[k].rstate == 2;
-  return *left || busy || __atomic_load_n(&c->ep->nmrs, __ATOMIC_ACQUIRE) > 0;
+  return *left || busy || c->psetup != NULL || __atomic_load_n(&c->ep->nmrs, __ATOMIC_ACQUIRE) > 0;
 }
 
 /* Hand the sockets to the progress thread: wake it only when it sleeps
@@ -656,6 +671,12 @@ static int pollWait(struct anycclP2pConn* c, struct pollfd* pfd, int n, int time
   return 1;
 }
 
+/* Nothing to poll and nothing moved: yield (us 0) or sleep us microseconds. */
+static void idleNap(int us) {
+  if (us > 0 && us < 1000) usleep((useconds_t)us);
+  else sched_yield();
+}
+
 /* The channels poll found readable are worth a recv again (plock held). */
 static void markReadable(struct anycclP2pConn* c, const struct pollfd* pfd, int n) {
   for (int i = 1; i < n; i++)
@@ -690,7 +711,8 @@ static void checkHealth(struct anycclP2pConn* c) {
  * to write, no region the peer may write or read, that channel idle and
  * reading headers (plock held). -1 otherwise. */
 static int directChannel(struct anycclP2pConn* c, struct anycclP2pReq* r) {
-  if (r->kind != REQ_RECV || r->size > c->chunk || __atomic_load_n(&c->ep->nmrs, __ATOMIC_ACQUIRE) > 0) return -1;
+  if (c->pch || r->kind != REQ_RECV || r->size > c->chunk || __atomic_load_n(&c->ep->nmrs, __ATOMIC_ACQUIRE) > 0)
+    return -1;
   for (int k = 0; k < c->nch; k++)
     if (c->ch[k].qhead) return -1;
   pthread_mutex_lock(&c->lock);
@@ -726,8 +748,11 @@ int p2pDrive(struct anycclP2pConn* c, struct anycclP2pReq* r) {
     }
     int n = pollSet(c, pfd, 1);
     int copying = copiesPending(c);
-    if (pollWait(c, pfd, n, copying ? 0 : NCCL_SOCKET_POLL_MS)) markReadable(c, pfd, n);
-    else if (copying) sched_yield();
+    /* over a net plugin nothing wakes a poll: yield a while, then sleep longer each time */
+    int us = !copying && c->pch ? p2pPlugIdleUs(c) : 0;
+    int ms = copying ? 0 : c->pch ? us >= 1000 : NCCL_SOCKET_POLL_MS;
+    if (pollWait(c, pfd, n, ms)) markReadable(c, pfd, n);
+    else if (ms == 0) idleNap(us);
     direct = 1;
   }
   int left = 0, watch = needsWatch(c, &left);
@@ -767,10 +792,12 @@ static void* progressMain(void* arg) {
       if (needsWatch(c, &left)) __atomic_store_n(&c->watch, 1, __ATOMIC_SEQ_CST);
     }
     int copying = !progressed && copiesPending(c);
+    int us = !progressed && !copying && c->pch ? p2pPlugIdleUs(c) : 0;
+    int ms = copying ? 0 : c->pch ? us >= 1000 : NCCL_SOCKET_POLL_MS;
     pthread_mutex_unlock(&c->plock);
-    /* the poll runs without the channels' lock: a caller may take them */
-    ready = progressed ? 0 : pollWait(c, pfd, n, copying ? 0 : NCCL_SOCKET_POLL_MS);
-    if (copying && !ready) sched_yield();
+    /* the poll (and a plugin's nap) runs without the channels' lock: a caller may take them */
+    ready = progressed ? 0 : pollWait(c, pfd, n, ms);
+    if (!progressed && ms == 0 && !ready) idleNap(us);
   }
   return NULL;
 }
@@ -787,7 +814,7 @@ ncclResult_t p2pConnStart(struct anycclP2pConn* c) {
    * P2P_DIRECT_WAIT_MS; every other send and recv on a channel is
    * MSG_DONTWAIT (p2pConnStop makes the sockets non-blocking again) */
   struct timeval tv = {0, P2P_DIRECT_WAIT_MS * 1000};
-  for (int k = 0; k < c->nch; k++) {
+  for (int k = 0; k < c->nch && c->pch == NULL; k++) {
     int fd = c->ch[k].sock.fd, fl = fcntl(fd, F_GETFL);
     if (fl >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   }
@@ -807,7 +834,7 @@ void p2pConnStop(struct anycclP2pConn* c) {
   p2pWake(c);
   pthread_join(c->thread, NULL);
   c->threadStarted = 0;
-  for (int k = 0; k < c->nch; k++) { /* the goodbye and close take non-blocking sockets */
+  for (int k = 0; k < c->nch && c->pch == NULL; k++) { /* the goodbye and close take non-blocking sockets */
     int fd = c->ch[k].sock.fd, fl = fcntl(fd, F_GETFL);
     if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
   }

@@ -29,6 +29,22 @@ ncclResult_t p2pParseHandle(const void* bytes, size_t len, struct p2pWireHandle*
   return ncclSuccess;
 }
 
+ncclResult_t p2pParsePlugHandle(const void* bytes, size_t len, struct p2pPlugWireHandle* out, char* why,
+                               size_t whyLen) {
+  memset(out, 0, sizeof(*out));
+  if (len < sizeof(*out)) {
+    snprintf(why, whyLen, "%zu bytes, not a handle of %zu", len, sizeof(*out));
+    return ncclInvalidArgument;
+  }
+  memcpy(out, bytes, sizeof(*out));
+  if (out->magic != P2P_PHANDLE_MAGIC) {
+    snprintf(why, whyLen, "not one anycclP2pListen made (magic %llx)", (unsigned long long)out->magic);
+    return ncclInvalidArgument;
+  }
+  out->net[sizeof(out->net) - 1] = 0;
+  return ncclSuccess;
+}
+
 ncclResult_t p2pParseHello(const void* bytes, size_t len, uint64_t cookie, struct p2pHello* out) {
   memset(out, 0, sizeof(*out));
   if (len != sizeof(*out)) return ncclRemoteError;

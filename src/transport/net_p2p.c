@@ -53,6 +53,8 @@ static ncclResult_t endpoint(int dev, anycclP2pEndpoint_t* ep) {
   } else if (anycclParamInt(PARAM_P2P_CHANNELS) == 0) {
     cfg.channels = 4;
   }
+  /* this table carries the transport only when no plugin loaded (anycclNetDefault): its own sockets */
+  cfg.net = "socket";
   NCCLCHECK(anycclP2pEndpointCreate(-1, &cfg, ep));
   (*ep)->bounce = 0; /* FIFOs in host memory (pinned on the cuda backend), user memory only on the cpu backend */
   return ncclSuccess;

@@ -402,6 +402,12 @@ static ncclResult_t netListen(int dev, void* opaque, void** out, volatile uint32
   return ncclSuccess;
 }
 
+int anycclNetSocketListenReady(void* listenComm) {
+  struct listenComm* l = listenComm;
+  struct pollfd p = {l->sock.fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLERR | POLLHUP));
+}
+
 static ncclResult_t netConnect(int dev, const void* opaque, void** out, volatile uint32_t* abortFlag) {
   struct netSockHandle h;
   char why[200];
