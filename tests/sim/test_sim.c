@@ -1,7 +1,7 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow chain_fill symm_ll symm_a2a symm_p2p conservation reserve flowfile PATH
+ *   flows_one flows_share spine bad_fabric ring_slow p2p_cuts chain_fill symm_ll symm_a2a symm_p2p conservation reserve flowfile PATH
  *   trace PATH timeline PATH rails */
 #include <math.h>
 #include <stdio.h>
@@ -280,6 +280,43 @@ static void ringSlow(void) {
   }
   unsetenv("ANYCCL_SIM_MODEL");
   unlink(p);
+}
+
+/* A p2p op runs as many GPU blocks as the cuda backend cuts it into
+ * (anycclP2pCuts): send/receive around a ring of 8 ranks (each rank sends
+ * to the next), Simple, the built-in calibration (44 GB/s a block, 360 GB/s
+ * NVLink): 32 KB is one block, 1 MB eight (352 GB/s), 16 MB 32 blocks, the
+ * NVLink binding. Time: launch + step latency + route latency + transfer. */
+static void p2pCuts(void) {
+  setenv("NCCL_PROTO", "Simple", 1), setenv("ANYCCL_CUDA_SYMM", "0", 1);
+  unsetenv("ANYCCL_SIM_FABRIC"), unsetenv("ANYCCL_SIM_CALIB"), unsetenv("ANYCCL_SIM_MODEL");
+  initComms();
+  static const struct { size_t bytes; double GBps; } cases[] = {{32768, 44}, {1 << 20, 8 * 44}, {16 << 20, 360}};
+  for (int c = 0; c < 3; c++) {
+    size_t bytes = cases[c].bytes;
+    cudaEvent_t a, b;
+    cudaSetDevice(0);
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    cudaEventRecord(a, streams[0]);
+    ncclGroupStart();
+    for (int i = 0; i < N; i++) {
+      ncclSend(bufs[i], bytes, ncclChar, (i + 1) % N, comms[i], streams[i]);
+      ncclRecv((char*)bufs[i] + (32 << 20), bytes, ncclChar, (i + N - 1) % N, comms[i], streams[i]);
+    }
+    ncclGroupEnd();
+    cudaSetDevice(0);
+    cudaEventRecord(b, streams[0]);
+    cudaEventSynchronize(b);
+    float ms = -1;
+    cudaEventElapsedTime(&ms, a, b);
+    double want = 5 + 2 + 0.5 + bytes / (cases[c].GBps * 1e3);
+    CHECK(fabs(ms * 1000 - want) < 1e-3 * want, "send/recv %zu B: %g us, want %g", bytes, ms * 1000, want);
+    printf("send/recv ring of 8, %zu B: %.3f us, by hand %.3f us (%g GB/s)\n", bytes, ms * 1000, want,
+           cases[c].GBps);
+    cudaEventDestroy(a), cudaEventDestroy(b);
+  }
+  freeComms();
+  unsetenv("ANYCCL_CUDA_SYMM");
 }
 
 /* The round-number calibration of the one-host kernels' tests. */
@@ -671,6 +708,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "bad_fabric")) badFabric();
   else if (!strcmp(c, "ring_slow")) ringSlow();
   else if (!strcmp(c, "chain_fill")) chainFill();
+  else if (!strcmp(c, "p2p_cuts")) p2pCuts();
   else if (!strcmp(c, "conservation")) conservation();
   else if (!strcmp(c, "reserve")) reserve();
   else if (!strcmp(c, "flowfile") && argc > 2) flowFile(argv[2]);
@@ -681,7 +719,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "symm_a2a")) symmA2A();
   else if (!strcmp(c, "symm_p2p")) symmP2p();
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|chain_fill|symm_ll|symm_a2a|symm_p2p|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|p2p_cuts|chain_fill|symm_ll|symm_a2a|symm_p2p|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
