@@ -209,6 +209,17 @@ void simPhaseSigs(const struct simCalib* cal, struct anycclPlan** plans, int n, 
   }
 }
 
+/* The receiver's drain of a p2p op (recv_copy_GBps): each of the blocks
+ * the op is cut into copies its piece out of its FIFO slot into the user's
+ * buffer after the slot arrived; with pieces larger than a slot the copies
+ * of earlier slots overlap the transfer and only the last slot's is left. */
+double simRecvDrain(const struct simCalib* cal, const struct ncclComm* comm, size_t bytes) {
+  if (cal->recvCopyGBps <= 0 || bytes == 0) return 0;
+  double piece = (double)bytes / anycclP2pCuts(comm, bytes);
+  if (comm->slotBytes > 0 && piece > (double)comm->slotBytes) piece = (double)comm->slotBytes;
+  return piece / (cal->recvCopyGBps * 1e9);
+}
+
 ncclResult_t simRoundBuild(struct anycclSimWorld* w, struct anycclPlan** plans, int p, int k, const int* laneBase,
                            const int* lr, struct simBuilder* b) {
   const struct simFabric* fab = &w->fabric;
@@ -253,6 +264,7 @@ ncclResult_t simRoundBuild(struct anycclSimWorld* w, struct anycclPlan** plans, 
       f->bytes = bytes;
       f->cap = cap;
       f->nlinks = simRoute(fab, r, dst, f->links, &b->lat[i]);
+      if (l->kind == LANE_P2P_SEND) b->lat[i] += simRecvDrain(cal, comm, l->ops[k].bytes);
       b->info[i] = (struct simRoundFlow){r, dst, li, recvFrom};
     }
   }

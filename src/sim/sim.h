@@ -21,6 +21,7 @@ struct simCalib {
   double nvlinkGBps;      /* one GPU's NVLink, per direction, GB/s */
   double pcieGBps;        /* GPU <-> NIC through the PCIe switch, per direction */
   double copyGBps;        /* a local copy (device memory) */
+  double recvCopyGBps;    /* one block copying a p2p message out of its FIFO slot (0: not modelled) */
   double launchUs;        /* a kernel launch (one per phase) */
   double graphLaunchUs;   /* the same inside a CUDA graph (ANYCCL_SIM_GRAPH=1 uses it) */
   double llStepUs;        /* an LL-protocol step */

@@ -212,28 +212,34 @@ static void freeComms(void) {
 }
 
 /* Opens a group of one call per rank (the caller ends it): an all-reduce
- * of `bytes` (float sum, in place), or (bcast) a broadcast of `bytes` from
- * rank 0. */
-static void groupCall(int bcast, size_t bytes) {
+ * of `bytes` (float sum, in place; what 0), a broadcast of `bytes` from
+ * rank 0 (what 1), or a send/receive ring (what 2: each rank sends `bytes`
+ * to the next and receives them from the previous, 32 MB further on). */
+enum { CALL_ALLREDUCE, CALL_BCAST, CALL_SENDRECV };
+static void groupCall(int what, size_t bytes) {
   ncclGroupStart();
   for (int i = 0; i < N; i++) {
-    if (bcast) ncclBroadcast(bufs[i], bufs[i], bytes, ncclChar, 0, comms[i], streams[i]);
-    else ncclAllReduce(bufs[i], bufs[i], bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+    if (what == CALL_BCAST) ncclBroadcast(bufs[i], bufs[i], bytes, ncclChar, 0, comms[i], streams[i]);
+    else if (what == CALL_ALLREDUCE) ncclAllReduce(bufs[i], bufs[i], bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+    else {
+      ncclSend(bufs[i], bytes, ncclChar, (i + 1) % N, comms[i], streams[i]);
+      ncclRecv((char*)bufs[i] + (32 << 20), bytes, ncclChar, (i + N - 1) % N, comms[i], streams[i]);
+    }
   }
 }
 
 /* Its modelled time (us): estimated (nothing launched), then run and timed
  * with events on rank 0's stream (the virtual clock). */
-static void groupTime(int bcast, size_t bytes, float* estimate, float* measured) {
+static void groupTime(int what, size_t bytes, float* estimate, float* measured) {
   ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-  groupCall(bcast, bytes);
+  groupCall(what, bytes);
   CHECK(ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
   *estimate = info.estimatedTime;
   cudaEvent_t a, b;
   cudaSetDevice(0);
   cudaEventCreate(&a), cudaEventCreate(&b);
   cudaEventRecord(a, streams[0]);
-  groupCall(bcast, bytes);
+  groupCall(what, bytes);
   ncclGroupEnd();
   cudaSetDevice(0);
   cudaEventRecord(b, streams[0]);
@@ -243,7 +249,9 @@ static void groupTime(int bcast, size_t bytes, float* estimate, float* measured)
   *measured = ms * 1000;
   cudaEventDestroy(a), cudaEventDestroy(b);
 }
-static void allReduceTime(size_t bytes, float* estimate, float* measured) { groupTime(0, bytes, estimate, measured); }
+static void allReduceTime(size_t bytes, float* estimate, float* measured) {
+  groupTime(CALL_ALLREDUCE, bytes, estimate, measured);
+}
 
 /* Ring all-reduce on 8 ranks, one lane, Simple: 15 steps, 14 of which send
  * one 64 KB block (a step: step latency + route latency + transfer; the
@@ -285,38 +293,34 @@ static void ringSlow(void) {
 /* A p2p op runs as many GPU blocks as the cuda backend cuts it into
  * (anycclP2pCuts): send/receive around a ring of 8 ranks (each rank sends
  * to the next), Simple, the built-in calibration (44 GB/s a block, 360 GB/s
- * NVLink): 32 KB is one block, 1 MB eight (352 GB/s), 16 MB 32 blocks, the
- * NVLink binding. Time: launch + step latency + route latency + transfer. */
+ * NVLink): 32 KB is one block, 1 MB eight (352 GB/s), 16 and 32 MB 32
+ * blocks, the NVLink binding. Time: launch + step latency + route latency
+ * + transfer. With recv_copy_GBps 50 each receiving block then copies its
+ * piece (or, past a FIFO slot of 512 KB, the last slot) out at 50 GB/s:
+ * 32 KB, 128 KB, 512 KB and 512 KB more. */
 static void p2pCuts(void) {
   setenv("NCCL_PROTO", "Simple", 1), setenv("ANYCCL_CUDA_SYMM", "0", 1);
-  unsetenv("ANYCCL_SIM_FABRIC"), unsetenv("ANYCCL_SIM_CALIB"), unsetenv("ANYCCL_SIM_MODEL");
-  initComms();
-  static const struct { size_t bytes; double GBps; } cases[] = {{32768, 44}, {1 << 20, 8 * 44}, {16 << 20, 360}};
-  for (int c = 0; c < 3; c++) {
-    size_t bytes = cases[c].bytes;
-    cudaEvent_t a, b;
-    cudaSetDevice(0);
-    cudaEventCreate(&a), cudaEventCreate(&b);
-    cudaEventRecord(a, streams[0]);
-    ncclGroupStart();
-    for (int i = 0; i < N; i++) {
-      ncclSend(bufs[i], bytes, ncclChar, (i + 1) % N, comms[i], streams[i]);
-      ncclRecv((char*)bufs[i] + (32 << 20), bytes, ncclChar, (i + N - 1) % N, comms[i], streams[i]);
+  unsetenv("ANYCCL_SIM_FABRIC"), unsetenv("ANYCCL_SIM_MODEL");
+  static const struct { size_t bytes; double GBps, piece; } cases[] = {
+      {32768, 44, 32768}, {1 << 20, 8 * 44, 131072}, {16 << 20, 360, 524288}, {32 << 20, 360, 524288}};
+  for (int drain = 0; drain < 2; drain++) {
+    if (drain) setenv("ANYCCL_SIM_CALIB", writeFile("sim_drain.calib", "recv_copy_GBps 50\n"), 1);
+    else unsetenv("ANYCCL_SIM_CALIB");
+    initComms();
+    for (int c = 0; c < 4; c++) {
+      size_t bytes = cases[c].bytes;
+      float est, got;
+      groupTime(CALL_SENDRECV, bytes, &est, &got);
+      double want = 5 + 2 + 0.5 + bytes / (cases[c].GBps * 1e3) + (drain ? cases[c].piece / 50e3 : 0);
+      CHECK(fabs(got - want) < 1e-3 * want && fabs(est - want) < 1e-3 * want,
+            "send/recv %zu B%s: %g us (estimate %g), want %g", bytes, drain ? " with drain" : "", got, est, want);
+      printf("send/recv ring of 8, %zu B%s: %.3f us, by hand %.3f us (%g GB/s)\n", bytes,
+             drain ? ", recv_copy_GBps 50" : "", got, want, cases[c].GBps);
     }
-    ncclGroupEnd();
-    cudaSetDevice(0);
-    cudaEventRecord(b, streams[0]);
-    cudaEventSynchronize(b);
-    float ms = -1;
-    cudaEventElapsedTime(&ms, a, b);
-    double want = 5 + 2 + 0.5 + bytes / (cases[c].GBps * 1e3);
-    CHECK(fabs(ms * 1000 - want) < 1e-3 * want, "send/recv %zu B: %g us, want %g", bytes, ms * 1000, want);
-    printf("send/recv ring of 8, %zu B: %.3f us, by hand %.3f us (%g GB/s)\n", bytes, ms * 1000, want,
-           cases[c].GBps);
-    cudaEventDestroy(a), cudaEventDestroy(b);
+    freeComms();
   }
-  freeComms();
-  unsetenv("ANYCCL_CUDA_SYMM");
+  unsetenv("ANYCCL_CUDA_SYMM"), unsetenv("ANYCCL_SIM_CALIB");
+  unlink("sim_drain.calib");
 }
 
 /* The round-number calibration of the one-host kernels' tests. */
@@ -472,7 +476,7 @@ static void chainFill(void) {
     initComms();
     size_t bytes = 4 << 19;
     float est, root;
-    groupTime(1, bytes, &est, &root);
+    groupTime(CALL_BCAST, bytes, &est, &root);
     double lag = 0.5 + 524288 / 44e3, hop = 2 + lag; /* us */
     double want = 5 + 4 * hop + (dataflow ? (N - 2) * lag : 0), want0 = 5 + 4 * hop;
     const char* what = dataflow ? "dataflow" : "lock-step";
