@@ -115,6 +115,10 @@ EOF
 # The cpu backend's own costs, not the network's (the calibration
 # ncclGroupSimulateEnd uses on the cpu backend).
 cp "$ROOT/topologies/sim_cpu.calib" "$OUT/cpu.calib" || die "cannot write $OUT/cpu.calib"
+# the ranks' network channels per connection, when --rank-env sets them (a later key wins)
+for v in $RANK_ENV; do
+  case $v in ANYCCL_P2P_CHANNELS=[1-9]*) echo "net_channels       ${v#*=}" >>"$OUT/cpu.calib" ;; esac
+done
 
 # The cuda knobs the sim reads (it makes a GPU's choices), set to the cpu
 # backend's values, so that the sim models the plans the cpu backend ran.

@@ -41,6 +41,7 @@ void simCalibDefaults(struct simCalib* c) {
   c->symmBlockGBps = 4.4;
   c->symmBarrierUs = 3.1;
   c->symmCopyGBps = 1530;
+  c->netChannels = 1;
   c->model = SIM_MODEL_LOCKSTEP;
 }
 
@@ -177,6 +178,7 @@ ncclResult_t simCalibRead(const char* path, FILE* in, struct simCalib* c, char* 
       {"simple_step_us", F_DOUBLE, &c->simpleStepUs, 0, 0},  {"ll_efficiency", F_DOUBLE, &c->llEfficiency, 1e-3, 0},
       {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0}, {"graph_launch_us", F_DOUBLE, &c->graphLaunchUs, 0, 0},
       {"recv_copy_GBps", F_DOUBLE, &c->recvCopyGBps, 0, 0},
+      {"net_channels", F_INT, &c->netChannels, 1, 0},
       {"symm_launch_us", F_DOUBLE, &c->symmLaunchUs, 0, 0},
       {"symm_graph_launch_us", F_DOUBLE, &c->symmGraphLaunchUs, 0, 0},
       {"symm_ll_block_GBps", F_DOUBLE, &c->symmLLBlockGBps, 1e-3, 0},
@@ -473,6 +475,11 @@ void simFabricFree(struct simFabric* f) {
   free(f->linkBps);
   free(f->linkLat);
   f->linkBps = f->linkLat = NULL;
+}
+
+int simCrossHost(const struct simFabric* f, int src, int dst) {
+  if (f->gpuOf) src = f->gpuOf[src], dst = f->gpuOf[dst];
+  return src / f->gpusPerHost != dst / f->gpusPerHost;
 }
 
 int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat) {

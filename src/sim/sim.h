@@ -35,6 +35,7 @@ struct simCalib {
   double symmBlockGBps;   /* one block of a staged kernel reading or writing a peer */
   double symmBarrierUs;   /* one barrier of a staged kernel */
   double symmCopyGBps;    /* a staged kernel's copy in or out (device memory) */
+  int netChannels;        /* network channels a connection across hosts deals its messages over (dataflow) */
   int model;              /* SIM_MODEL_*: `model` in the file, ANYCCL_SIM_MODEL overrides */
 };
 /* The time model's form (docs/simulation.md, "The time model"): lock-step
@@ -87,6 +88,8 @@ void simCalibDefaults(struct simCalib* c);
 void simFabricFree(struct simFabric* f);
 /* The route of src -> dst (GPU indices, or ranks mapped by gpuOf): link ids in *links (at most 8);
  * returns their count and the route's latency in *lat. */
+/* 1 when ranks src and dst are on different hosts of the fabric. */
+int simCrossHost(const struct simFabric* f, int src, int dst);
 int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat);
 void simLinkName(const struct simFabric* f, int id, char* buf, size_t len);
 /* anyccl-topo (draw.c): a one-paragraph summary; a Graphviz drawing. */

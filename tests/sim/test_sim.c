@@ -1,7 +1,7 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow p2p_cuts chain_fill symm_ll symm_a2a symm_p2p conservation reserve flowfile PATH
+ *   flows_one flows_share spine bad_fabric ring_slow p2p_cuts net_chain chain_fill symm_ll symm_a2a symm_p2p conservation reserve flowfile PATH
  *   trace PATH timeline PATH rails */
 #include <math.h>
 #include <stdio.h>
@@ -489,6 +489,45 @@ static void chainFill(void) {
   unsetenv("ANYCCL_SIM_MODEL");
 }
 
+/* A network connection dealt over net_channels channels (dataflow): a
+ * broadcast of 4 slices of 512 KB along a chain of 8 hosts of one GPU
+ * (0 -> 1 -> ... -> 7), one lane; every hop crosses a 1 GB/s NIC (8 Gb/s):
+ * transfer T = 524.288 us, route R = 2 us (two hops of 1 us), step latency
+ * L = 10 us, launch 5 us. The root posts all 4 slices at once: with 2
+ * channels slices 0 and 1 share the link and arrive together when slice 1
+ * would have alone (e1 = 5 + 2 (L + R + T)), slices 2 and 3 at e3 = 5 +
+ * 4 (L + R + T). A relay sends a group's two slices back to back (the
+ * second one posted while the first is in flight, so they arrive together
+ * again): each relay adds L + 2 (R + T) to a group's arrival, and the last
+ * rank takes the group's second slice one step latency after the first:
+ *   end = e3 + 6 (L + 2 (R + T)) + L.
+ * With one channel each hop lags R + T (chain_fill): e3 + 6 (R + T). The
+ * root's stream ends at e3 either way. */
+static void netChain(void) {
+  setenv("NCCL_MAX_NCHANNELS", "1", 1), setenv("NCCL_PROTO", "Simple", 1);
+  const char* fab = writeFile("sim_netchain.fabric", "hosts 8\ngpus_per_host 1\nnics_per_host 1\nnic_gbps 8\n"
+                                                     "fabric fattree\nhosts_per_leaf 8\nlink_latency_us 1\n");
+  setenv("ANYCCL_SIM_FABRIC", fab, 1);
+  for (int k = 1; k <= 2; k++) {
+    char text[256];
+    snprintf(text, sizeof(text), "model dataflow\nnet_channels %d\nsimple_step_us 10\nlaunch_us 5\nblock_GBps 100\n"
+             "pcie_GBps 100\n", k);
+    setenv("ANYCCL_SIM_CALIB", writeFile("sim_netchain.calib", text), 1);
+    initComms();
+    float est, root;
+    groupTime(CALL_BCAST, 4 << 19, &est, &root);
+    double L = 10, R = 2, T = 524288 / 1e3, e3 = 5 + 4 * (L + R + T); /* us */
+    double want = k == 1 ? e3 + 6 * (R + T) : e3 + 6 * (L + 2 * (R + T)) + L;
+    CHECK(fabs(est - want) < 1e-3 * want, "net_channels %d: ncclGroupSimulateEnd %g us, want %g", k, est, want);
+    CHECK(fabs(root - e3) < 1e-3 * e3, "net_channels %d: root's events %g us, want %g", k, root, e3);
+    printf("broadcast across 8 hosts x 2 MB, net_channels %d: estimated %.3f us, root %.3f us, by hand %.3f, %.3f us\n",
+           k, est, root, want, e3);
+    freeComms();
+  }
+  unsetenv("ANYCCL_SIM_FABRIC"), unsetenv("ANYCCL_SIM_CALIB");
+  unlink("sim_netchain.fabric"), unlink("sim_netchain.calib");
+}
+
 /* Rows of a flow file: bytes sent by each rank. */
 static void flowBytes(const char* path, double* sent, int n) {
   FILE* f = fopen(path, "r");
@@ -713,6 +752,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "ring_slow")) ringSlow();
   else if (!strcmp(c, "chain_fill")) chainFill();
   else if (!strcmp(c, "p2p_cuts")) p2pCuts();
+  else if (!strcmp(c, "net_chain")) netChain();
   else if (!strcmp(c, "conservation")) conservation();
   else if (!strcmp(c, "reserve")) reserve();
   else if (!strcmp(c, "flowfile") && argc > 2) flowFile(argv[2]);
@@ -723,7 +763,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "symm_a2a")) symmA2A();
   else if (!strcmp(c, "symm_p2p")) symmP2p();
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|p2p_cuts|chain_fill|symm_ll|symm_a2a|symm_p2p|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|p2p_cuts|net_chain|chain_fill|symm_ll|symm_a2a|symm_p2p|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
