@@ -40,6 +40,8 @@
 #                   sender whose data fits in the FIFOs and socket buffers
 #                   returns early, which the model does not predict)
 #   --colls LIST    perf tools (default "all_reduce all_gather reduce_scatter broadcast sendrecv")
+#   --rank-env "V=X ..."  more environment for every rank (e.g.
+#                   ANYCCL_P2P_CHANNELS=1, ANYCCL_TRACE=/tmp/t_%p.json)
 #   --build DIR     build directory (default build)
 #   -o OUT          output folder (default /tmp/sim-netns-<HOSTS>h); the raw
 #                   outputs OUT/<coll>.anyccl.G0.txt, OUT/latency_us and
@@ -50,7 +52,7 @@
 #                   backend's plan choices) and exit
 set -u
 SKIP_RC=77
-AVG=3 SIM_ENV_ONLY=0 HOSTS=2 RATE=1gbit DELAY_US=0 MINB=64K MAXB=64M ITERS=3 TIMEOUT=300 MEASURE=1 OUT=""
+RANK_ENV="" AVG=3 SIM_ENV_ONLY=0 HOSTS=2 RATE=1gbit DELAY_US=0 MINB=64K MAXB=64M ITERS=3 TIMEOUT=300 MEASURE=1 OUT=""
 COLLS="all_reduce all_gather reduce_scatter broadcast sendrecv"
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build
@@ -66,6 +68,7 @@ while [ $# -gt 0 ]; do
     --iters) ITERS=$2; shift 2 ;;
     -a) AVG=$2; shift 2 ;;
     --colls) COLLS=$2; shift 2 ;;
+    --rank-env) RANK_ENV=$2; shift 2 ;;
     --build) BUILD=$(cd "$2" && pwd) || die "--build $2: no such folder"; shift 2 ;;
     -o) OUT=$2; shift 2 ;;
     --no-measure) MEASURE=0; shift ;;
@@ -77,6 +80,9 @@ while [ $# -gt 0 ]; do
 done
 case $HOSTS in ''|*[!0-9]*|0|1) die "-n wants 2 or more namespaces" ;; esac
 [[ $DELAY_US =~ ^[0-9]+$ ]] || die "--delay-us wants a whole number of microseconds"
+for v in $RANK_ENV; do
+  [[ $v =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "--rank-env wants VAR=VALUE words, not '$v'"
+done
 # RATE in Gb/s for the fabric file (tc units: kbit, mbit, gbit)
 GBPS=$(awk -v r="$RATE" 'BEGIN { if (match(r, /^[0-9.]+/) == 0) exit 1; v = substr(r, 1, RLENGTH); u = tolower(substr(r, RLENGTH + 1))
   m = u == "gbit" ? 1 : u == "mbit" ? 1e-3 : u == "kbit" ? 1e-6 : -1; if (m < 0) exit 1; printf "%g", v * m }') ||
@@ -109,6 +115,10 @@ EOF
 # The cpu backend's own costs, not the network's (the calibration
 # ncclGroupSimulateEnd uses on the cpu backend).
 cp "$ROOT/topologies/sim_cpu.calib" "$OUT/cpu.calib" || die "cannot write $OUT/cpu.calib"
+# the ranks' network channels per connection, when --rank-env sets them (a later key wins)
+for v in $RANK_ENV; do
+  case $v in ANYCCL_P2P_CHANNELS=[1-9]*) echo "net_channels       ${v#*=}" >>"$OUT/cpu.calib" ;; esac
+done
 
 # The cuda knobs the sim reads (it makes a GPU's choices), set to the cpu
 # backend's values, so that the sim models the plans the cpu backend ran.
@@ -207,7 +217,8 @@ measure() {
     app=()
     for ((h = 0; h < HOSTS; h++)); do
       [ $h -gt 0 ] && app+=(:)
-      app+=(-np 1 ip netns exec "${NSS[h]}" env NCCL_HOSTID=nshost$h NCCL_SOCKET_IFNAME==anyccl0
+      # shellcheck disable=SC2206
+      app+=(-np 1 ip netns exec "${NSS[h]}" env NCCL_HOSTID=nshost$h NCCL_SOCKET_IFNAME==anyccl0 $RANK_ENV
             "$BUILD/perf/${c}_perf" -b "$MINB" -e "$MAXB" -f 2 -n "$ITERS" -w 1 -c 0 -a "$AVG")
     done
     echo "# $c: load $(cut -d' ' -f1-3 /proc/loadavg)"

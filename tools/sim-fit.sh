@@ -10,7 +10,8 @@
 # (CUDA graphs: graph_launch_us) and calib.*.1ch.txt (one lane: block_GBps);
 # NCCL's files are not used (the model runs anyccl's plans).
 # Method: coordinate descent on the logs of launch_us, ll_step_us,
-# simple_step_us, nvlink_GBps, nvlink_latency_us, ll_efficiency, and
+# simple_step_us, nvlink_GBps, nvlink_latency_us, ll_efficiency,
+# recv_copy_GBps (when START sets it above 0), and
 # block_GBps (only with one-lane runs) and graph_launch_us (only with -G
 # runs), from START (default: topologies/sim_h200.calib), minimising
 # the mean over files of the mean squared log ratio predicted/measured
@@ -43,11 +44,13 @@ if printf '%s\n' "${files[@]}" | grep -q '\.G[1-9][0-9]*\.txt$'; then keys+=(gra
 [ -z "$fixed" ] || echo "sim-fit: kept from ${START##*/} (no data for them):$fixed" >&2
 declare -A val lo hi
 lo=([launch_us]=0.2 [graph_launch_us]=0.1 [ll_step_us]=0.02 [simple_step_us]=0.05 [block_GBps]=2 [nvlink_GBps]=20
-    [nvlink_latency_us]=0.01 [ll_efficiency]=0.1)
+    [nvlink_latency_us]=0.01 [ll_efficiency]=0.1 [recv_copy_GBps]=2)
 hi=([launch_us]=50 [graph_launch_us]=50 [ll_step_us]=20 [simple_step_us]=40 [block_GBps]=400 [nvlink_GBps]=2000
-    [nvlink_latency_us]=10 [ll_efficiency]=1)
+    [nvlink_latency_us]=10 [ll_efficiency]=1 [recv_copy_GBps]=2000)
 while read -r k v; do val[$k]=$v; done < <(grep -E '^[a-zA-Z_]+[[:space:]]' "$START" | awk '{print $1, $2}')
 for k in "${keys[@]}"; do [ -n "${val[$k]:-}" ] || { echo "sim-fit: $START has no $k" >&2; exit 1; }; done
+# the receivers' FIFO drain of p2p ops: fitted when START models it
+awk -v v="${val[recv_copy_GBps]:-0}" 'BEGIN { exit !(v > 0) }' && keys+=(recv_copy_GBps)
 
 writeCalib() { # file
   { for k in "${!val[@]}"; do echo "$k ${val[$k]}"; done; } | sort > "$1"
@@ -97,7 +100,7 @@ echo "# sim calibration fitted by tools/sim-fit.sh $(date -u +%F) from:"
 for f in "${files[@]}"; do echo "#   $f"; done
 echo "# mean squared log(predicted/measured) $best over ${#files[@]} sweeps; start: ${START##*/}"
 [ -z "$fixed" ] || echo "# not fitted (no data for them):$fixed"
-for k in model block_GBps nvlink_GBps pcie_GBps copy_GBps launch_us graph_launch_us ll_step_us simple_step_us \
-  ll_efficiency nvlink_latency_us; do
+for k in model block_GBps nvlink_GBps pcie_GBps copy_GBps recv_copy_GBps launch_us graph_launch_us ll_step_us \
+  simple_step_us ll_efficiency nvlink_latency_us; do
   [ -n "${val[$k]:-}" ] && printf '%-18s %s\n' "$k" "${val[$k]}"
 done

@@ -52,9 +52,12 @@ simlib_args() {
                         (it > 0 ? it : 1), (wu > 0 ? wu : 0) }' "$1"
 }
 
-# FILE -> environment its sim run needs (one lane; CUDA graphs)
+# FILE -> environment its sim run needs (one lane; CUDA graphs; and the
+# lines of sim.env beside it: what the measured build did differently, e.g.
+# ANYCCL_CUDA_SYMM=0 for runs that predate the one-host kernels)
 simlib_env() {
   local b; b=$(basename "$1")
+  [ -f "$(dirname "$1")/sim.env" ] && grep -E '^[A-Z_0-9]+=[^ ]*$' "$(dirname "$1")/sim.env" | tr '\n' ' '
   case "$b" in
     calib.all_reduce.1ch.txt) echo "NCCL_MAX_NCHANNELS=1" ;;
     calib.sendrecv.1ch.txt) echo "ANYCCL_CUDA_P2P_CHANNELS=1" ;;

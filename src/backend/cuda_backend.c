@@ -729,12 +729,19 @@ static int isP2pLane(const struct ncclComm* comm, const struct anycclLane* l) {
  * all-to-all always fits the SMs, 21 at 4 ranks, took all-to-all at 32 MB
  * from 178 to 230 GB/s but sendrecv at 256-512 MB from 348-359 to 309-332:
  * a cap would have to be a function of the op alone, like the count.) */
-static int p2pCuts(const struct ncclComm* comm, uint64_t bytes) {
+int anycclP2pCuts(const struct ncclComm* comm, uint64_t bytes) {
   int K = comm->p2pChannels;
   if (bytes < P2P_CUT_MIN) return 1;
   uint64_t c = (bytes + P2P_CUT_BYTES - 1) / P2P_CUT_BYTES;
   if (c < P2P_CUTS_MIN) c = P2P_CUTS_MIN;
   return c > (uint64_t)K ? K : (int)c;
+}
+
+/* How many blocks a direct (one-shot) lane of `bytes` runs: one more per
+ * DIRECT_CUT_BYTES, at most the p2p channels. */
+int anycclDirectCuts(const struct ncclComm* comm, uint64_t bytes) {
+  uint64_t c = bytes / DIRECT_CUT_BYTES + 1;
+  return c > (uint64_t)comm->p2pChannels ? comm->p2pChannels : (int)c;
 }
 
 /* Byte range of op piece k of `cuts` (64-byte aligned pieces). */
@@ -754,13 +761,12 @@ static void opPiece(uint64_t bytes, int k, int cuts, uint64_t* off, uint64_t* le
 /* Cut the plan's lanes into GPU lanes, lane by lane; returns how many (-1
  * on overflow). A lane with nothing to move (all its ops empty) gets none. */
 static int cutLanesByLane(const struct ncclComm* comm, const struct anycclPhase* ph, struct gpuLane* out, int cap) {
-  int n = 0, K = comm->p2pChannels;
+  int n = 0;
   for (int i = 0; i < ph->nlanes; i++) {
     const struct anycclLane* l = &ph->lanes[i];
     if (l->kind == LANE_STEPS && isP2pLane(comm, l) && l->end > l->begin) {
       uint64_t elems = l->end - l->begin;
-      uint64_t cuts = elems * ph->elemSize / DIRECT_CUT_BYTES + 1;
-      if (cuts > (uint64_t)K) cuts = K;
+      uint64_t cuts = (uint64_t)anycclDirectCuts(comm, elems * ph->elemSize);
       uint64_t align = ph->elemSize >= 16 ? 1 : 16 / ph->elemSize;
       uint64_t part = ((elems + cuts - 1) / cuts + align - 1) / align * align;
       for (uint64_t k = 0; k < cuts; k++) {
@@ -772,7 +778,7 @@ static int cutLanesByLane(const struct ncclComm* comm, const struct anycclPhase*
     } else if (l->kind == LANE_P2P_SEND || l->kind == LANE_P2P_RECV || l->kind == LANE_COPY) {
       int cuts = 1;
       for (int j = 0; j < l->nops; j++) {
-        int c = p2pCuts(comm, l->ops[j].bytes);
+        int c = anycclP2pCuts(comm, l->ops[j].bytes);
         if (c > cuts) cuts = c;
       }
       for (int k = 0; k < cuts; k++) {

@@ -231,6 +231,11 @@ enum { ANYCCL_SYMM_NONE = 0, ANYCCL_SYMM_LL = 1, ANYCCL_SYMM_STAGED = 2, ANYCCL_
  * message decide alike from its size (ANYCCL_CUDA_SYMM_P2P, equal on every
  * rank), whatever else their groups hold. */
 int anycclSymmP2pOp(const struct ncclComm* comm, size_t bytes);
+/* The cuda backend's cuts (one GPU block each) of a p2p op of `bytes`, and
+ * of a direct (one-shot) lane moving `bytes` (backend/cuda_backend.c); the
+ * sim backend caps such lanes at that many blocks' rate. */
+int anycclP2pCuts(const struct ncclComm* comm, uint64_t bytes);
+int anycclDirectCuts(const struct ncclComm* comm, uint64_t bytes);
 /* The p2p LL kernel's blocks for one op of a kernel of nops ops (256+
  * lines a block, copies 4 KB a block; at most 32, and 128 in all). */
 int anycclSymmP2pBlocks(size_t bytes, int nops, int copy);

@@ -47,6 +47,9 @@ struct dfQueue {
   int recvLane, sendLane; /* global lane ids; sendLane -1 until a sender is matched */
   int64_t sent, taken;    /* messages sent into it and taken out */
   int sentAt, takenAt;    /* sent % S, taken % S */
+  int64_t pub;            /* messages the receiver sees (arrived): sent less a pending group */
+  double pendEnd;         /* when the pending group's last message would have arrived alone */
+  int net;                /* the connection crosses hosts: groups of up to netChannels messages */
 };
 #define DFQ_HEAD ((sizeof(struct dfQueue) + sizeof(double) - 1) / sizeof(double))
 #define DFQ_DOUBLES(S) (DFQ_HEAD + 2 * (size_t)(S)) /* a queue record in doubles: header, arrive[S], free[S] */
@@ -58,6 +61,8 @@ struct dfLane {
   int nsteps, done, last;          /* steps: in the program, run, and runnable now */
   int rank, qBase, nconn, blockQ;  /* blockQ: the queue it waits on, or -1 */
   int inStack;
+  int pendQ, inPend;               /* the queue holding its pending group (or -1); in pendList */
+  double postT;                    /* when the executor reached its latest step (inputs there; no transfer) */
 };
 
 /* A lane's step in a run of equal rounds: its duration and its flow (dst
@@ -74,12 +79,14 @@ struct dfState {
   struct anycclSimWorld* w;
   struct anycclPlan** plans;
   int p, n, S;
+  int K; /* calib netChannels */
   const int* laneBase;
   int nl, nq;
   struct dfLane* ln;             /* [nl] */
   double* qmem;                  /* [nq * DFQ_DOUBLES(S)]: the queues */
   int *sendMap, *stack;
   int nstack;
+  int *pendList, npend; /* lanes that may hold a pending group */
   double* rankArr;               /* [n]: latest arrival of a flow sent to the rank */
   const int* lr;                 /* [nl]: each lane's steps */
   const struct anycclLane** lanes; /* [nl] */
@@ -126,6 +133,7 @@ static int sendQueue(struct dfState* s, int L, int si) {
     if (ld->conns[c] && isRecvConn(s->w, dcomm, ld->conns[c]) && simConnPeer(s->w, dcomm, ld->conns[c]) == r) {
       *m = s->ln[Ld].qBase + c;
       queue(s, *m)->sendLane = L;
+      queue(s, *m)->net = simCrossHost(&s->w->fabric, r, dst);
       break;
     }
   return *m;
@@ -146,8 +154,29 @@ static void wake(struct dfState* s, int L, int q) {
 
 static double dmax(double a, double b) { return a > b ? a : b; }
 
+/* The receiver sees the pending group of queue q: every message in it
+ * arrives when its last one does. */
+static void publish(struct dfState* s, int q) {
+  struct dfQueue* Q = queue(s, q);
+  if (Q->pub == Q->sent) return;
+  for (int64_t m = Q->pub; m < Q->sent; m++) arriveAt(s, q)[m % s->S] = Q->pendEnd;
+  Q->pub = Q->sent;
+  if (Q->sendLane >= 0 && s->ln[Q->sendLane].pendQ == q) s->ln[Q->sendLane].pendQ = -1;
+  wake(s, Q->recvLane, q);
+}
+
 /* Run lane L's steps while their inputs and slots are there (force: run
- * them anyway, a plan whose connections did not pair up). */
+ * them anyway, a plan whose connections did not pair up).
+ *
+ * A connection across hosts is dealt over netChannels network channels
+ * (the P2P engine's TCP channels, round-robin): a message sent while the
+ * previous one is still in flight (its input and slot were there before
+ * that one arrived) shares the link with it, and the group of up to
+ * netChannels such messages arrives when its last one would have alone
+ * (the same throughput, a later arrival). A message posted after the
+ * previous one arrived starts a new group; so does a full one. Groups
+ * still open when no lane can run are then seen (drain): which messages
+ * group does not depend on the order lanes run in. */
 static void runLane(struct dfState* s, int L, int force) {
   struct dfLane* ln = &s->ln[L];
   int S = s->S, nl = s->nl, r = ln->rank;
@@ -166,13 +195,13 @@ static void runLane(struct dfState* s, int L, int force) {
       if (recv >= 0 && recv < ln->nconn) qin = ln->qBase + recv;
       if (send >= 0 && send < ln->nconn && e->dst >= 0) qout = sendQueue(s, L, send);
     }
-    double ready = ln->tEnd + e->lat;
+    double ready = ln->tEnd + e->lat, inReady = -INFINITY; /* inReady: when its input and slot were there */
     struct dfQueue *in = NULL, *out = NULL;
     int64_t jin = 0, jout = 0;
     if (qin >= 0) {
       in = queue(s, qin);
       jin = in->taken;
-      if (in->sent > jin) ready = dmax(ready, arriveAt(s, qin)[in->takenAt]);
+      if (in->pub > jin) inReady = arriveAt(s, qin)[in->takenAt], ready = dmax(ready, inReady);
       else if (!force) {
         ln->blockQ = qin;
         return;
@@ -184,7 +213,10 @@ static void runLane(struct dfState* s, int L, int force) {
       out = queue(s, qout);
       jout = out->sent;
       if (jout >= S) { /* the slot of message jout - S, the same slot */
-        if (out->taken > jout - S) ready = dmax(ready, freeAt(s, qout)[out->sentAt]);
+        if (out->taken > jout - S) {
+          inReady = dmax(inReady, freeAt(s, qout)[out->sentAt]);
+          ready = dmax(ready, inReady);
+        }
         else if (!force) {
           ln->blockQ = qout;
           return;
@@ -194,6 +226,8 @@ static void runLane(struct dfState* s, int L, int force) {
       }
     }
     double end = ready + e->dur;
+    double post = dmax(ln->postT, inReady); /* an executor runs its steps in order, a send as soon as posted */
+    ln->postT = post;
     if (e->dst >= 0) s->rankArr[e->dst] = dmax(s->rankArr[e->dst], end);
     if (s->tracks && e->dst >= 0) {
       uint64_t id = s->w->nextFlowId++;
@@ -214,10 +248,16 @@ static void runLane(struct dfState* s, int L, int force) {
       wake(s, in->sendLane, qin);
     }
     if (out) {
+      int K = out->net ? s->K : 1;
+      if (ln->pendQ >= 0 && ln->pendQ != qout) publish(s, ln->pendQ);
+      if (out->sent > out->pub && !(post < out->pendEnd && out->sent - out->pub < K)) publish(s, qout);
       arriveAt(s, qout)[out->sentAt] = end;
       out->sent++;
+      out->pendEnd = end;
+      ln->pendQ = qout;
+      if (!ln->inPend) ln->inPend = 1, s->pendList[s->npend++] = L;
       if (++out->sentAt == S) out->sentAt = 0;
-      wake(s, out->recvLane, qout);
+      if (out->sent - out->pub >= K) publish(s, qout);
     }
     ln->tEnd = end;
     ln->done++;
@@ -225,15 +265,25 @@ static void runLane(struct dfState* s, int L, int force) {
 }
 
 static void drain(struct dfState* s) {
-  while (s->nstack > 0) {
-    int L = s->stack[--s->nstack];
-    s->ln[L].inStack = 0;
-    runLane(s, L, 0);
+  for (;;) {
+    while (s->nstack > 0) {
+      int L = s->stack[--s->nstack];
+      s->ln[L].inStack = 0;
+      runLane(s, L, 0);
+    }
+    if (s->npend == 0) return;
+    int n = s->npend; /* no lane can run: the open groups are seen */
+    s->npend = 0;
+    for (int i = 0; i < n; i++) {
+      int L = s->pendList[i];
+      s->ln[L].inPend = 0;
+      if (s->ln[L].pendQ >= 0) publish(s, s->ln[L].pendQ);
+    }
   }
 }
 
 static void stateFree(struct dfState* s) {
-  free(s->lanes), free(s->ln), free(s->qmem), free(s->sendMap), free(s->stack);
+  free(s->lanes), free(s->ln), free(s->qmem), free(s->sendMap), free(s->stack), free(s->pendList);
   free(s->lastFlow), free(s->msgFlow);
 }
 
@@ -242,8 +292,9 @@ static ncclResult_t stateInit(struct dfState* s, const double* ps) {
   int n = s->n, nl = s->nl;
   s->ln = calloc(nl + 1, sizeof(*s->ln));
   s->stack = malloc(sizeof(int) * (nl + 1));
+  s->pendList = malloc(sizeof(int) * (nl + 1));
   s->lanes = malloc(sizeof(*s->lanes) * (nl + 1));
-  if (!s->ln || !s->stack || !s->lanes) return ncclSystemError;
+  if (!s->ln || !s->stack || !s->lanes || !s->pendList) return ncclSystemError;
   int nq = 0;
   for (int r = 0; r < n; r++) {
     const struct anycclPhase* ph = &s->plans[r]->phases[s->p];
@@ -254,6 +305,8 @@ static ncclResult_t stateInit(struct dfState* s, const double* ps) {
       s->lanes[L] = l;
       ln->rank = r;
       ln->blockQ = -1;
+      ln->pendQ = -1;
+      ln->postT = ps[r];
       ln->tEnd = ps[r];
       ln->qBase = nq;
       if (l->kind == LANE_STEPS && l->nsteps > 0) {
@@ -273,7 +326,7 @@ static ncclResult_t stateInit(struct dfState* s, const double* ps) {
   for (int L = 0; L < nl; L++)
     for (int c = 0; c < s->ln[L].nconn; c++) {
       int q = s->ln[L].qBase + c;
-      *queue(s, q) = (struct dfQueue){L, -1, 0, 0, 0, 0};
+      *queue(s, q) = (struct dfQueue){L, -1, 0, 0, 0, 0, 0, 0, 0};
       s->sendMap[q] = -2;
     }
   if (s->tracks) {
@@ -444,6 +497,7 @@ ncclResult_t simDataflowRun(struct anycclSimWorld* w, struct anycclPlan** plans,
     struct dfState s = {.w = w, .plans = plans, .p = p, .n = n, .laneBase = laneBase, .nl = laneBase[n],
                         .rankArr = arr, .tracks = w->flowFile != NULL, .tracing = tracing, .st = &run.st};
     s.S = plans[0]->comm->nslots >= 1 ? plans[0]->comm->nslots : 1;
+    s.K = cal->netChannels >= 1 ? cal->netChannels : 1;
     s.what = plans[0]->phases[p].what ? plans[0]->phases[p].what : "phase";
     res = stateInit(&s, ps);
     if (res == ncclSuccess) res = phaseRun(&s, &run.acc, &run.b, ps, pe);

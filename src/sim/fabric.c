@@ -26,6 +26,7 @@ void simCalibDefaults(struct simCalib* c) {
   c->nvlinkGBps = 360;
   c->pcieGBps = 50;
   c->copyGBps = 1500;
+  c->recvCopyGBps = 0; /* no H200 data: not modelled */
   c->launchUs = 5;
   c->graphLaunchUs = 2.5;
   c->llStepUs = 1;
@@ -40,6 +41,7 @@ void simCalibDefaults(struct simCalib* c) {
   c->symmBlockGBps = 4.4;
   c->symmBarrierUs = 3.1;
   c->symmCopyGBps = 1530;
+  c->netChannels = 1;
   c->model = SIM_MODEL_LOCKSTEP;
 }
 
@@ -175,6 +177,8 @@ ncclResult_t simCalibRead(const char* path, FILE* in, struct simCalib* c, char* 
       {"launch_us", F_DOUBLE, &c->launchUs, 0, 0},           {"ll_step_us", F_DOUBLE, &c->llStepUs, 0, 0},
       {"simple_step_us", F_DOUBLE, &c->simpleStepUs, 0, 0},  {"ll_efficiency", F_DOUBLE, &c->llEfficiency, 1e-3, 0},
       {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0}, {"graph_launch_us", F_DOUBLE, &c->graphLaunchUs, 0, 0},
+      {"recv_copy_GBps", F_DOUBLE, &c->recvCopyGBps, 0, 0},
+      {"net_channels", F_INT, &c->netChannels, 1, 0},
       {"symm_launch_us", F_DOUBLE, &c->symmLaunchUs, 0, 0},
       {"symm_graph_launch_us", F_DOUBLE, &c->symmGraphLaunchUs, 0, 0},
       {"symm_ll_block_GBps", F_DOUBLE, &c->symmLLBlockGBps, 1e-3, 0},
@@ -471,6 +475,11 @@ void simFabricFree(struct simFabric* f) {
   free(f->linkBps);
   free(f->linkLat);
   f->linkBps = f->linkLat = NULL;
+}
+
+int simCrossHost(const struct simFabric* f, int src, int dst) {
+  if (f->gpuOf) src = f->gpuOf[src], dst = f->gpuOf[dst];
+  return src / f->gpusPerHost != dst / f->gpusPerHost;
 }
 
 int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat) {

@@ -8,7 +8,8 @@
  * sends is a flow of its slice to the peer of its send connection; a P2P
  * send lane's k-th operation is a flow to its peer; a copy lane's is a flow
  * on no link at the copy rate. Every flow is capped at its lane's rate (one
- * GPU block; p2p lanes run p2pChannels blocks), LL flows carry
+ * GPU block; p2p and direct lanes run as many blocks as the cuda backend
+ * cuts them into: anycclP2pCuts, anycclDirectCuts), LL flows carry
  * 1/ll_efficiency wire bytes per byte; flows share links max-min fairly
  * (flows.c). A round ends when its last flow arrived (start + step latency +
  * route latency + transfer); the next round starts then. Rounds whose flows
@@ -208,6 +209,17 @@ void simPhaseSigs(const struct simCalib* cal, struct anycclPlan** plans, int n, 
   }
 }
 
+/* The receiver's drain of a p2p op (recv_copy_GBps): each of the blocks
+ * the op is cut into copies its piece out of its FIFO slot into the user's
+ * buffer after the slot arrived; with pieces larger than a slot the copies
+ * of earlier slots overlap the transfer and only the last slot's is left. */
+double simRecvDrain(const struct simCalib* cal, const struct ncclComm* comm, size_t bytes) {
+  if (cal->recvCopyGBps <= 0 || bytes == 0) return 0;
+  double piece = (double)bytes / anycclP2pCuts(comm, bytes);
+  if (comm->slotBytes > 0 && piece > (double)comm->slotBytes) piece = (double)comm->slotBytes;
+  return piece / (cal->recvCopyGBps * 1e9);
+}
+
 ncclResult_t simRoundBuild(struct anycclSimWorld* w, struct anycclPlan** plans, int p, int k, const int* laneBase,
                            const int* lr, struct simBuilder* b) {
   const struct simFabric* fab = &w->fabric;
@@ -230,14 +242,15 @@ ncclResult_t simRoundBuild(struct anycclSimWorld* w, struct anycclPlan** plans, 
         bytes = (double)e * ph->elemSize * wire;
         dst = simConnPeer(w, comm, l->conns[si]);
         /* a direct (one-shot) lane runs over the peer connections: the
-         * cuda backend cuts it into p2pChannels blocks, as a p2p lane */
+         * cuda backend cuts it into blocks by its size, as it does */
         uintptr_t c = (uintptr_t)l->conns[si], base = (uintptr_t)w->p2pConns;
-        if (c >= base && c < base + 2 * (size_t)n * sizeof(struct anycclConn)) cap *= comm->p2pChannels;
+        if (c >= base && c < base + 2 * (size_t)n * sizeof(struct anycclConn))
+          cap *= anycclDirectCuts(comm, (uint64_t)(l->end > l->begin ? l->end - l->begin : 0) * ph->elemSize);
         if (ri >= 0) recvFrom = simConnPeer(w, comm, l->conns[ri]);
       } else if (l->kind == LANE_P2P_SEND) {
         bytes = (double)e * wire;
         dst = simConnPeer(w, comm, l->conn);
-        cap *= comm->p2pChannels;
+        cap *= anycclP2pCuts(comm, l->ops[k].bytes); /* the blocks the cuda backend cuts the op into */
       } else if (l->kind == LANE_COPY) {
         bytes = (double)e;
         dst = r;
@@ -251,6 +264,7 @@ ncclResult_t simRoundBuild(struct anycclSimWorld* w, struct anycclPlan** plans, 
       f->bytes = bytes;
       f->cap = cap;
       f->nlinks = simRoute(fab, r, dst, f->links, &b->lat[i]);
+      if (l->kind == LANE_P2P_SEND) b->lat[i] += simRecvDrain(cal, comm, l->ops[k].bytes);
       b->info[i] = (struct simRoundFlow){r, dst, li, recvFrom};
     }
   }

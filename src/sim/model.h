@@ -50,6 +50,9 @@ double simStepLat(const struct simCalib* cal, const struct ncclComm* comm, const
  * in it when they all agree (rings), else 0xffff (or 0xfffe: none). */
 void simPhaseSigs(const struct simCalib* cal, struct anycclPlan** plans, int n, int p, const int* laneBase,
                   const int* lr, int rounds, uint64_t* sigs, double* lats, uint16_t* rs);
+/* Seconds a p2p op of `bytes` adds after its last byte arrived: its
+ * receiver's copy out of the FIFO (recv_copy_GBps; 0 when not set). */
+double simRecvDrain(const struct simCalib* cal, const struct ncclComm* comm, size_t bytes);
 /* Round k's flows into b (b->n = 0 first); their rates are not computed. */
 ncclResult_t simRoundBuild(struct anycclSimWorld* w, struct anycclPlan** plans, int p, int k, const int* laneBase,
                            const int* lr, struct simBuilder* b);

@@ -21,6 +21,7 @@ struct simCalib {
   double nvlinkGBps;      /* one GPU's NVLink, per direction, GB/s */
   double pcieGBps;        /* GPU <-> NIC through the PCIe switch, per direction */
   double copyGBps;        /* a local copy (device memory) */
+  double recvCopyGBps;    /* one block copying a p2p message out of its FIFO slot (0: not modelled) */
   double launchUs;        /* a kernel launch (one per phase) */
   double graphLaunchUs;   /* the same inside a CUDA graph (ANYCCL_SIM_GRAPH=1 uses it) */
   double llStepUs;        /* an LL-protocol step */
@@ -34,6 +35,7 @@ struct simCalib {
   double symmBlockGBps;   /* one block of a staged kernel reading or writing a peer */
   double symmBarrierUs;   /* one barrier of a staged kernel */
   double symmCopyGBps;    /* a staged kernel's copy in or out (device memory) */
+  int netChannels;        /* network channels a connection across hosts deals its messages over (dataflow) */
   int model;              /* SIM_MODEL_*: `model` in the file, ANYCCL_SIM_MODEL overrides */
 };
 /* The time model's form (docs/simulation.md, "The time model"): lock-step
@@ -95,6 +97,8 @@ void simCalibDefaults(struct simCalib* c);
 void simFabricFree(struct simFabric* f);
 /* The route of src -> dst (GPU indices, or ranks mapped by gpuOf): link ids in *links (at most 8);
  * returns their count and the route's latency in *lat. */
+/* 1 when ranks src and dst are on different hosts of the fabric. */
+int simCrossHost(const struct simFabric* f, int src, int dst);
 int simRoute(const struct simFabric* f, int src, int dst, int* links, double* lat);
 void simLinkName(const struct simFabric* f, int id, char* buf, size_t len);
 /* anyccl-topo (draw.c): a one-paragraph summary; a Graphviz drawing. */

@@ -1,7 +1,7 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow chain_fill symm_ll symm_a2a symm_p2p conservation reserve flowfile PATH
+ *   flows_one flows_share spine bad_fabric ring_slow p2p_cuts net_chain chain_fill symm_ll symm_a2a symm_p2p conservation reserve flowfile PATH
  *   trace PATH timeline PATH rails */
 #include <math.h>
 #include <stdio.h>
@@ -203,28 +203,34 @@ static void freeComms(void) {
 }
 
 /* Opens a group of one call per rank (the caller ends it): an all-reduce
- * of `bytes` (float sum, in place), or (bcast) a broadcast of `bytes` from
- * rank 0. */
-static void groupCall(int bcast, size_t bytes) {
+ * of `bytes` (float sum, in place; what 0), a broadcast of `bytes` from
+ * rank 0 (what 1), or a send/receive ring (what 2: each rank sends `bytes`
+ * to the next and receives them from the previous, 32 MB further on). */
+enum { CALL_ALLREDUCE, CALL_BCAST, CALL_SENDRECV };
+static void groupCall(int what, size_t bytes) {
   ncclGroupStart();
   for (int i = 0; i < N; i++) {
-    if (bcast) ncclBroadcast(bufs[i], bufs[i], bytes, ncclChar, 0, comms[i], streams[i]);
-    else ncclAllReduce(bufs[i], bufs[i], bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+    if (what == CALL_BCAST) ncclBroadcast(bufs[i], bufs[i], bytes, ncclChar, 0, comms[i], streams[i]);
+    else if (what == CALL_ALLREDUCE) ncclAllReduce(bufs[i], bufs[i], bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
+    else {
+      ncclSend(bufs[i], bytes, ncclChar, (i + 1) % N, comms[i], streams[i]);
+      ncclRecv((char*)bufs[i] + (32 << 20), bytes, ncclChar, (i + N - 1) % N, comms[i], streams[i]);
+    }
   }
 }
 
 /* Its modelled time (us): estimated (nothing launched), then run and timed
  * with events on rank 0's stream (the virtual clock). */
-static void groupTime(int bcast, size_t bytes, float* estimate, float* measured) {
+static void groupTime(int what, size_t bytes, float* estimate, float* measured) {
   ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-  groupCall(bcast, bytes);
+  groupCall(what, bytes);
   CHECK(ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
   *estimate = info.estimatedTime;
   cudaEvent_t a, b;
   cudaSetDevice(0);
   cudaEventCreate(&a), cudaEventCreate(&b);
   cudaEventRecord(a, streams[0]);
-  groupCall(bcast, bytes);
+  groupCall(what, bytes);
   ncclGroupEnd();
   cudaSetDevice(0);
   cudaEventRecord(b, streams[0]);
@@ -234,7 +240,9 @@ static void groupTime(int bcast, size_t bytes, float* estimate, float* measured)
   *measured = ms * 1000;
   cudaEventDestroy(a), cudaEventDestroy(b);
 }
-static void allReduceTime(size_t bytes, float* estimate, float* measured) { groupTime(0, bytes, estimate, measured); }
+static void allReduceTime(size_t bytes, float* estimate, float* measured) {
+  groupTime(CALL_ALLREDUCE, bytes, estimate, measured);
+}
 
 /* Ring all-reduce on 8 ranks, one lane, Simple: 15 steps, 14 of which send
  * one 64 KB block (a step: step latency + route latency + transfer; the
@@ -271,6 +279,39 @@ static void ringSlow(void) {
   }
   unsetenv("ANYCCL_SIM_MODEL");
   unlink(p);
+}
+
+/* A p2p op runs as many GPU blocks as the cuda backend cuts it into
+ * (anycclP2pCuts): send/receive around a ring of 8 ranks (each rank sends
+ * to the next), Simple, the built-in calibration (44 GB/s a block, 360 GB/s
+ * NVLink): 32 KB is one block, 1 MB eight (352 GB/s), 16 and 32 MB 32
+ * blocks, the NVLink binding. Time: launch + step latency + route latency
+ * + transfer. With recv_copy_GBps 50 each receiving block then copies its
+ * piece (or, past a FIFO slot of 512 KB, the last slot) out at 50 GB/s:
+ * 32 KB, 128 KB, 512 KB and 512 KB more. */
+static void p2pCuts(void) {
+  setenv("NCCL_PROTO", "Simple", 1), setenv("ANYCCL_CUDA_SYMM", "0", 1);
+  unsetenv("ANYCCL_SIM_FABRIC"), unsetenv("ANYCCL_SIM_MODEL");
+  static const struct { size_t bytes; double GBps, piece; } cases[] = {
+      {32768, 44, 32768}, {1 << 20, 8 * 44, 131072}, {16 << 20, 360, 524288}, {32 << 20, 360, 524288}};
+  for (int drain = 0; drain < 2; drain++) {
+    if (drain) setenv("ANYCCL_SIM_CALIB", writeFile("sim_drain.calib", "recv_copy_GBps 50\n"), 1);
+    else unsetenv("ANYCCL_SIM_CALIB");
+    initComms();
+    for (int c = 0; c < 4; c++) {
+      size_t bytes = cases[c].bytes;
+      float est, got;
+      groupTime(CALL_SENDRECV, bytes, &est, &got);
+      double want = 5 + 2 + 0.5 + bytes / (cases[c].GBps * 1e3) + (drain ? cases[c].piece / 50e3 : 0);
+      CHECK(fabs(got - want) < 1e-3 * want && fabs(est - want) < 1e-3 * want,
+            "send/recv %zu B%s: %g us (estimate %g), want %g", bytes, drain ? " with drain" : "", got, est, want);
+      printf("send/recv ring of 8, %zu B%s: %.3f us, by hand %.3f us (%g GB/s)\n", bytes,
+             drain ? ", recv_copy_GBps 50" : "", got, want, cases[c].GBps);
+    }
+    freeComms();
+  }
+  unsetenv("ANYCCL_CUDA_SYMM"), unsetenv("ANYCCL_SIM_CALIB");
+  unlink("sim_drain.calib");
 }
 
 /* The round-number calibration of the one-host kernels' tests. */
@@ -426,7 +467,7 @@ static void chainFill(void) {
     initComms();
     size_t bytes = 4 << 19;
     float est, root;
-    groupTime(1, bytes, &est, &root);
+    groupTime(CALL_BCAST, bytes, &est, &root);
     double lag = 0.5 + 524288 / 44e3, hop = 2 + lag; /* us */
     double want = 5 + 4 * hop + (dataflow ? (N - 2) * lag : 0), want0 = 5 + 4 * hop;
     const char* what = dataflow ? "dataflow" : "lock-step";
@@ -437,6 +478,45 @@ static void chainFill(void) {
     freeComms();
   }
   unsetenv("ANYCCL_SIM_MODEL");
+}
+
+/* A network connection dealt over net_channels channels (dataflow): a
+ * broadcast of 4 slices of 512 KB along a chain of 8 hosts of one GPU
+ * (0 -> 1 -> ... -> 7), one lane; every hop crosses a 1 GB/s NIC (8 Gb/s):
+ * transfer T = 524.288 us, route R = 2 us (two hops of 1 us), step latency
+ * L = 10 us, launch 5 us. The root posts all 4 slices at once: with 2
+ * channels slices 0 and 1 share the link and arrive together when slice 1
+ * would have alone (e1 = 5 + 2 (L + R + T)), slices 2 and 3 at e3 = 5 +
+ * 4 (L + R + T). A relay sends a group's two slices back to back (the
+ * second one posted while the first is in flight, so they arrive together
+ * again): each relay adds L + 2 (R + T) to a group's arrival, and the last
+ * rank takes the group's second slice one step latency after the first:
+ *   end = e3 + 6 (L + 2 (R + T)) + L.
+ * With one channel each hop lags R + T (chain_fill): e3 + 6 (R + T). The
+ * root's stream ends at e3 either way. */
+static void netChain(void) {
+  setenv("NCCL_MAX_NCHANNELS", "1", 1), setenv("NCCL_PROTO", "Simple", 1);
+  const char* fab = writeFile("sim_netchain.fabric", "hosts 8\ngpus_per_host 1\nnics_per_host 1\nnic_gbps 8\n"
+                                                     "fabric fattree\nhosts_per_leaf 8\nlink_latency_us 1\n");
+  setenv("ANYCCL_SIM_FABRIC", fab, 1);
+  for (int k = 1; k <= 2; k++) {
+    char text[256];
+    snprintf(text, sizeof(text), "model dataflow\nnet_channels %d\nsimple_step_us 10\nlaunch_us 5\nblock_GBps 100\n"
+             "pcie_GBps 100\n", k);
+    setenv("ANYCCL_SIM_CALIB", writeFile("sim_netchain.calib", text), 1);
+    initComms();
+    float est, root;
+    groupTime(CALL_BCAST, 4 << 19, &est, &root);
+    double L = 10, R = 2, T = 524288 / 1e3, e3 = 5 + 4 * (L + R + T); /* us */
+    double want = k == 1 ? e3 + 6 * (R + T) : e3 + 6 * (L + 2 * (R + T)) + L;
+    CHECK(fabs(est - want) < 1e-3 * want, "net_channels %d: ncclGroupSimulateEnd %g us, want %g", k, est, want);
+    CHECK(fabs(root - e3) < 1e-3 * e3, "net_channels %d: root's events %g us, want %g", k, root, e3);
+    printf("broadcast across 8 hosts x 2 MB, net_channels %d: estimated %.3f us, root %.3f us, by hand %.3f, %.3f us\n",
+           k, est, root, want, e3);
+    freeComms();
+  }
+  unsetenv("ANYCCL_SIM_FABRIC"), unsetenv("ANYCCL_SIM_CALIB");
+  unlink("sim_netchain.fabric"), unlink("sim_netchain.calib");
 }
 
 /* Rows of a flow file: bytes sent by each rank. */
@@ -662,6 +742,8 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "bad_fabric")) badFabric();
   else if (!strcmp(c, "ring_slow")) ringSlow();
   else if (!strcmp(c, "chain_fill")) chainFill();
+  else if (!strcmp(c, "p2p_cuts")) p2pCuts();
+  else if (!strcmp(c, "net_chain")) netChain();
   else if (!strcmp(c, "conservation")) conservation();
   else if (!strcmp(c, "reserve")) reserve();
   else if (!strcmp(c, "flowfile") && argc > 2) flowFile(argv[2]);
@@ -672,7 +754,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "symm_a2a")) symmA2A();
   else if (!strcmp(c, "symm_p2p")) symmP2p();
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|chain_fill|symm_ll|symm_a2a|symm_p2p|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|p2p_cuts|net_chain|chain_fill|symm_ll|symm_a2a|symm_p2p|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
