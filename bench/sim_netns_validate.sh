@@ -115,17 +115,21 @@ EOF
 # The cpu backend's own costs, not the network's (the calibration
 # ncclGroupSimulateEnd uses on the cpu backend).
 cp "$ROOT/topologies/sim_cpu.calib" "$OUT/cpu.calib" || die "cannot write $OUT/cpu.calib"
-# Slots dealt whole to the TCP channels (--rank-env ANYCCL_P2P_CHUNK of a
-# slot, 512 KB, or more) arrive in groups of as many as there are channels;
-# by default a slot is cut over all channels and they arrive in order.
-rank_chunk=0 rank_channels=4
+# The ranks' connections deal 512 KB FIFO slots in chunks (256 KB unless
+# --rank-env sets ANYCCL_P2P_CHUNK) over their TCP channels (4 unless it
+# sets ANYCCL_P2P_CHANNELS): slots arrive in groups of channels x chunk /
+# slot (at least 1, at most the channels).
+rank_chunk=262144 rank_channels=4
 for v in $RANK_ENV; do
   case $v in
     ANYCCL_P2P_CHANNELS=[1-9]*) rank_channels=${v#*=} ;;
     ANYCCL_P2P_CHUNK=[1-9]*) rank_chunk=${v#*=} ;;
   esac
 done
-[ "$rank_chunk" -ge 524288 ] 2>/dev/null && echo "net_channels       $rank_channels" >>"$OUT/cpu.calib"
+groups=$(( (rank_channels * rank_chunk + 524287) / 524288 ))
+[ "$groups" -gt "$rank_channels" ] && groups=$rank_channels
+[ "$groups" -lt 1 ] && groups=1
+echo "net_channels       $groups" >>"$OUT/cpu.calib"
 
 # The cuda knobs the sim reads (it makes a GPU's choices), set to the cpu
 # backend's values, so that the sim models the plans the cpu backend ran.
