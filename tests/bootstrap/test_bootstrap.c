@@ -181,27 +181,46 @@ static void runThreads(int ncomms, int n, int selfId) {
 
 /* ---- processes mode ------------------------------------------------------ */
 
+/* The ranks are forked before this process makes the id (the root is a
+ * thread of this process), and get it through a pipe: a child forked while
+ * another thread holds an allocator lock can deadlock in malloc (ASan's
+ * allocator in older runtimes). */
 static void runProcesses(int n, int selfId, ncclUniqueId* sharedIds) {
   ncclUniqueId id;
   memset(&id, 0, sizeof(id));
-  if (!selfId) CHECKOK(bootstrapGetUniqueId(&id)); /* the root lives in this process */
   __atomic_store_n(sharedCounter, 0, __ATOMIC_SEQ_CST);
   pid_t* pids = calloc(n, sizeof(pid_t));
+  int(*pipes)[2] = calloc(n, sizeof(*pipes));
   for (int r = 0; r < n; r++) {
+    CHECK(pipe(pipes[r]) == 0);
     pids[r] = fork();
     CHECK(pids[r] >= 0);
     if (pids[r] == 0) {
       alarm(25);
       struct bootstrapState* st;
+      close(pipes[r][1]);
       if (selfId) {
         CHECKOK(bootstrapGetUniqueId(&id));
         if (sharedIds) sharedIds[r] = id;
+      } else {
+        size_t got = 0;
+        while (got < sizeof(id)) {
+          ssize_t k = read(pipes[r][0], (char*)&id + got, sizeof(id) - got);
+          CHECK(k > 0);
+          got += (size_t)k;
+        }
       }
       CHECKOK(bootstrapInit(&id, r, n, NULL, &st));
       exercise(st, r, n, sharedCounter);
       CHECKOK(bootstrapClose(st));
       _exit(0);
     }
+  }
+  for (int r = 0; r < n; r++) close(pipes[r][0]);
+  if (!selfId) CHECKOK(bootstrapGetUniqueId(&id)); /* the root lives in this process */
+  for (int r = 0; r < n; r++) {
+    if (!selfId) CHECK(write(pipes[r][1], &id, sizeof(id)) == (ssize_t)sizeof(id));
+    close(pipes[r][1]);
   }
   for (int r = 0; r < n; r++) {
     int status;
@@ -212,6 +231,7 @@ static void runProcesses(int n, int selfId, ncclUniqueId* sharedIds) {
   if (sharedIds)
     for (int r = 1; r < n; r++) CHECK(memcmp(&sharedIds[0], &sharedIds[r], sizeof(ncclUniqueId)) == 0);
   free(pids);
+  free(pipes);
 }
 
 /* ---- helpers ------------------------------------------------------------- */
