@@ -117,6 +117,30 @@ struct opts {
   const char *ifaces, *host;
 };
 
+/* Both ends must run the same sizes and counts, or one waits for messages
+ * the other never sends: they compare over the socket first, and on a
+ * difference both say so and stop. */
+static int agree(const struct opts* o, int fd) {
+  int64_t mine[5] = {(int64_t)o->min, (int64_t)o->max, o->iters, o->latIters, o->tcp};
+  int64_t theirs[5];
+  int err = o->server ? fullIo(fd, mine, sizeof(mine), 1) || fullIo(fd, theirs, sizeof(theirs), 0)
+                      : fullIo(fd, theirs, sizeof(theirs), 0) || fullIo(fd, mine, sizeof(mine), 1);
+  if (err) {
+    fprintf(stderr, "anyccl-p2p-bench: the peer closed the socket before the run started (another version?)\n");
+    return 1;
+  }
+  if (memcmp(mine, theirs, sizeof(mine)) == 0) return 0;
+  const int64_t* srv = o->server ? mine : theirs;
+  const int64_t* cli = o->server ? theirs : mine;
+  fprintf(stderr,
+          "anyccl-p2p-bench: the server runs --min %lld --max %lld --iters %lld --lat-iters %lld%s, the client "
+          "--min %lld --max %lld --iters %lld --lat-iters %lld%s: give both the same --size/--min/--max, --iters, "
+          "--lat-iters and --tcp\n",
+          (long long)srv[0], (long long)srv[1], (long long)srv[2], (long long)srv[3], srv[4] ? " --tcp" : "",
+          (long long)cli[0], (long long)cli[1], (long long)cli[2], (long long)cli[3], cli[4] ? " --tcp" : "");
+  return 1;
+}
+
 /* One size over the engine: returns GB/s and latency (us). */
 /* round trips timed for the latency: all --iters for small sizes, at most 50 for large ones */
 static int latIters(const struct opts* o, size_t size) {
@@ -252,6 +276,7 @@ int main(int argc, char** argv) {
     }
   }
   int fd = oob(o.server, o.host, o.port);
+  if (agree(&o, fd)) exit(2);
   anycclP2pEndpoint_t ep = NULL;
   anycclP2pConn_t c = NULL;
   int nch = 0, win = 0;
