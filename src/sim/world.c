@@ -8,7 +8,6 @@
  * connections are entries of one shared, never-written array whose index
  * names the peer. */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +138,7 @@ static ncclResult_t worldNew(const ncclUniqueId* id, int n, const struct anycclS
       worldFree(w);
       return ncclSystemError;
     }
-    for (int r = 0; r < n; r++) w->gpu[r] = place->gpu[r] < w->fabric.nGpus ? place->gpu[r] : 0;
+    memcpy(w->gpu, place->gpu, sizeof(int) * (size_t)n);
     w->fabric.gpuOf = w->gpu;
   }
   if (worldHosts(w) != ncclSuccess) {
@@ -371,21 +370,27 @@ static void childId(const struct anycclSimWorld* parent, uint64_t what, uint64_t
 
 /* Every rank of the parent's world gives (color, key) and gets all of
  * them: one meeting at a time per world, ended by the last to arrive. */
+/* One wait on the world's condition (under w->lock): at most 10 ms, so that
+ * an abort is seen; ncclSystemError past the deadline (ms < 0: none). */
+static ncclResult_t gatherWait(struct anycclSimWorld* w, const struct ncclComm* parent, double start, int64_t ms) {
+  if (__atomic_load_n(&parent->abortFlag, __ATOMIC_ACQUIRE)) return ncclInvalidUsage;
+  if (ms >= 0 && (anycclNowSec() - start) * 1e3 > (double)ms) return ncclSystemError;
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_nsec += 10000000;
+  if (dl.tv_nsec >= 1000000000) dl.tv_sec++, dl.tv_nsec -= 1000000000;
+  pthread_cond_timedwait(&w->cond, &w->lock, &dl);
+  return ncclSuccess;
+}
+
 static ncclResult_t gather(struct ncclComm* parent, int color, int key, int* all, uint64_t* gen) {
   struct anycclSimWorld* w = parent->sim;
   int n = w->n, r = parent->rank;
   int64_t ms = bootstrapTimeoutMs();
-  struct timespec dl;
-  clock_gettime(CLOCK_REALTIME, &dl);
-  int64_t ns = dl.tv_nsec + (ms % 1000) * 1000000;
-  dl.tv_sec += ms / 1000 + ns / 1000000000;
-  dl.tv_nsec = ns % 1000000000;
+  double start = anycclNowSec();
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&w->lock);
-  while (w->gatherReaders > 0 && res == ncclSuccess) { /* the last meeting is still being read */
-    if (__atomic_load_n(&parent->abortFlag, __ATOMIC_ACQUIRE)) res = ncclInvalidUsage;
-    else if (pthread_cond_timedwait(&w->cond, &w->lock, &dl) == ETIMEDOUT) res = ncclSystemError;
-  }
+  while (w->gatherReaders > 0 && res == ncclSuccess) res = gatherWait(w, parent, start, ms); /* the last meeting is read */
   if (res == ncclSuccess && w->gatherBuf == NULL) {
     w->gatherBuf = malloc(sizeof(int) * 2 * (size_t)n);
     if (w->gatherBuf == NULL) res = ncclSystemError;
@@ -400,10 +405,7 @@ static ncclResult_t gather(struct ncclComm* parent, int color, int key, int* all
       w->gatherGen++;
       pthread_cond_broadcast(&w->cond);
     }
-    while (w->gatherGen == mine && res == ncclSuccess) {
-      if (__atomic_load_n(&parent->abortFlag, __ATOMIC_ACQUIRE)) res = ncclInvalidUsage;
-      else if (pthread_cond_timedwait(&w->cond, &w->lock, &dl) == ETIMEDOUT) res = ncclSystemError;
-    }
+    while (w->gatherGen == mine && res == ncclSuccess) res = gatherWait(w, parent, start, ms);
     if (res == ncclSuccess) {
       memcpy(all, w->gatherBuf, sizeof(int) * 2 * (size_t)n);
       *gen = mine;
