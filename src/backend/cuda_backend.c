@@ -62,7 +62,7 @@ static int nFifos(const struct ncclComm* comm) { return comm->nChannels + comm->
 static size_t mailboxOff(const struct ncclComm* comm) { return (size_t)nFifos(comm) * 64; }
 static size_t headsBytes(const struct ncclComm* comm) {
   /* + mailbox, op word; symmetric barrier pads, LL lines, staging area */
-  return alignUp(mailboxOff(comm) + ACU_SYMM_STAGE_OFF + anycclCudaStageBytes(), 4096);
+  return alignUp(mailboxOff(comm) + ACU_SYMM_STAGE_OFF + anycclCudaStageBytes(comm), 4096);
 }
 char* anycclCudaMailbox(const struct ncclComm* comm, int q) {
   return comm->devPeerBase && comm->devPeerBase[q] ? comm->devPeerBase[q] + mailboxOff(comm) : NULL;

@@ -58,6 +58,11 @@ int64_t anycclParamInt(anycclParamId id) {
   return paramValues[id].ival;
 }
 
+int anycclParamIsSet(anycclParamId id) {
+  pthread_once(&paramOnce, paramLoad);
+  return paramValues[id].set;
+}
+
 int64_t anycclTimeoutSec(anycclParamId id) {
   int64_t s = anycclParamInt(id);
   if (s < 0) s = anycclParamInt(PARAM_OP_TIMEOUT);

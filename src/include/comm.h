@@ -263,7 +263,8 @@ const void* anycclCudaP2pRecvConn(const struct ncclComm* comm, int peer);
 /* The segment's mismatch mailbox (+0), op word (+8) and symmetric-kernel
  * barrier pads (+64) of rank q, as mapped here (cuda_exec.h). */
 char* anycclCudaMailbox(const struct ncclComm* comm, int q);
-size_t anycclCudaStageBytes(void); /* ANYCCL_CUDA_SYMM_STAGE, rounded: the staging area in each segment */
+size_t anycclCudaStageBytes(const struct ncclComm* comm); /* ANYCCL_CUDA_SYMM_STAGE for this rank count, rounded: the staging area in each segment */
+size_t anycclCudaSymmLLBytes(const struct ncclComm* comm, int func); /* ANYCCL_CUDA_SYMM_LL for this rank count and collective */
 /* A collective phase's operation tag (cuda_exec.h) for the plan being launched. */
 uint32_t anycclCudaPhaseTag(const struct ncclComm* comm, const struct anycclPhase* ph);
 /* The network proxy received a slot tagged `tag` from `peer` (0: none, look

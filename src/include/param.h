@@ -27,6 +27,9 @@ typedef struct {
 
 /* Integer value (default when unset or unparsable; a bad value WARNs once). */
 int64_t anycclParamInt(anycclParamId id);
+/* Whether the environment gave the parameter a usable value (defaults that
+ * depend on the communicator apply only when it did not). */
+int anycclParamIsSet(anycclParamId id);
 /* A timeout parameter in seconds: its value, or ANYCCL_OP_TIMEOUT's when it
  * is negative (one bound for every wait unless set); 0 means no bound. */
 int64_t anycclTimeoutSec(anycclParamId id);

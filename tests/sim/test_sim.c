@@ -3,10 +3,12 @@
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
  *   flows_one flows_share spine bad_fabric ring_slow p2p_cuts net_chain chain_fill symm_ll symm_a2a symm_p2p conservation reserve flowfile PATH
  *   trace PATH timeline PATH rails */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "cuda_runtime.h"
 #include "nccl.h"
@@ -59,11 +61,31 @@ static void flowsShare(void) {
         "capped + uncapped: %g %g", f[0].end, f[1].end);
 }
 
+static char tmpDir[200];
+static void tmpDirRemove(void) { /* with whatever files a case left */
+  DIR* d = opendir(tmpDir);
+  for (struct dirent* e; d && (e = readdir(d)) != NULL;) {
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", tmpDir, e->d_name);
+    if (e->d_name[0] != '.') unlink(p);
+  }
+  if (d) closedir(d);
+  rmdir(tmpDir);
+}
 static const char* writeFile(const char* name, const char* text) {
   static char path[4][256];
   static int k;
   char* p = path[k++ % 4];
-  snprintf(p, 256, "%s/%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", name);
+  /* a folder per process: ctest runs cases side by side, each writing and
+   * unlinking its own files (a fabric names its calibration file relative
+   * to itself) */
+  if (!tmpDir[0]) {
+    snprintf(tmpDir, sizeof(tmpDir), "%s/anyccl-test-sim-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
+    mkdir(tmpDir, 0700);
+    atexit(tmpDirRemove);
+  }
+  snprintf(p, 256, "%s/%s", tmpDir, name);
   FILE* f = fopen(p, "w");
   fputs(text, f);
   fclose(f);
@@ -332,11 +354,11 @@ static double symmEstimate(int n, int dataflow, int what, size_t bytes) {
   int devs[N];
   for (int i = 0; i < n; i++) devs[i] = i;
   CHECK(ncclCommInitAll(comms, n, devs) == ncclSuccess, "ncclCommInitAll: %s", ncclGetLastError(NULL));
-  for (int i = 0; i < n; i++) cudaSetDevice(i), cudaStreamCreate(&streams[i]), cudaMalloc(&bufs[i], 8 << 20);
+  for (int i = 0; i < n; i++) cudaSetDevice(i), cudaStreamCreate(&streams[i]), cudaMalloc(&bufs[i], 32 << 20);
   ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
   ncclGroupStart();
   for (int i = 0; i < n; i++) {
-    char* out = (char*)bufs[i] + (4 << 20);
+    char* out = (char*)bufs[i] + (16 << 20);
     if (what == 1) {
       ncclAlltoAll(bufs[i], out, bytes, ncclUint8, comms[i], streams[i]);
     } else if (what == 2) {
@@ -364,15 +386,27 @@ static double symmEstimate(int n, int dataflow, int what, size_t bytes) {
  * flows: 4 + 0.5 + 2B / rate. Above 1 MB on 2 ranks (up to the 4 MB
  * staging area) the staged kernel: launch + copy in (B at 1000 GB/s) +
  * barrier (1 us) + route + both halves (2 x B/2 each way, 128 blocks x
- * 1 GB/s, the link's 100 GB/s binding) + barrier + copy out. */
+ * 1 GB/s, the link's 100 GB/s binding) + barrier + copy out. The limits
+ * follow the rank count unless set (cuda_symm.c): on 4 ranks LL up to 2/4 of
+ * the 1 MB default, staged up to 4/2 x 4 MB. The staged kernel on n ranks:
+ * each rank's n - 1 flows carry 2 shares of B/n, capped at blocks
+ * (B/n / 8 KB, at most 128) x 1 GB/s / (n - 1) each, n - 1 of them on each
+ * NVLink. The second ctest (symm_ll_env) sets both knobs to the 2-GPU
+ * values: then 1 MB on 4 ranks is LL again and 8 MB not staged. */
 static void symmLL(void) {
   const char* cal = symmCalib("sim_symm.calib");
+  const int env = getenv("ANYCCL_CUDA_SYMM_LL") != NULL;
   struct {
     int n;
     size_t bytes;
-    double want; /* us, by hand */
+    double want; /* us, by hand; < 0: must not be this time (a path the knobs rule out) */
     const char* why;
   } cases[] = {
+      {4, 512 << 10, 4 + 0.5 + 1048576 / (100e3 / 3), "4 ranks, LL: 3 flows share each NVLink"},
+      {4, 1 << 20, env ? 4 + 0.5 + 2097152 / (100e3 / 3) : 4 + 1.048576 + 1 + 0.5 + 524288 / (32e3 / 3) + 1 + 1.048576,
+       env ? "4 ranks, ANYCCL_CUDA_SYMM_LL=1 MB: LL" : "4 ranks, 1 MB: past the LL limit, staged (32 blocks bind)"},
+      {4, 8 << 20, (env ? -1 : 1) * (4 + 8.388608 + 1 + 0.5 + 4194304 / (100e3 / 3) + 1 + 8.388608),
+       env ? "4 ranks, ANYCCL_CUDA_SYMM_STAGE=4 MB: 8 MB not staged" : "4 ranks, 8 MB: staged (the NVLinks bind)"},
       {2, 256 << 10, 4 + 0.5 + 524288 / 100e3, "2 ranks, 128 blocks: the link's 100 GB/s binds"},
       {8, 64 << 10, 4 + 0.5 + 131072 / (32 * 2e3 / 7), "8 ranks, 32 blocks: 64 GB/s over 7 peers binds"},
       {8, 256 << 10, 4 + 0.5 + 524288 / (100e3 / 7), "8 ranks, 128 blocks: 7 flows share each NVLink"},
@@ -381,9 +415,13 @@ static void symmLL(void) {
   for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
     for (int dataflow = 0; dataflow < 2; dataflow++) {
       int n = cases[c].n;
-      double want = cases[c].want, got = symmEstimate(n, dataflow, 0, cases[c].bytes);
-      CHECK(fabs(got - want) < 1e-4 * want, "%s (%s): %g us, want %g", cases[c].why,
-            dataflow ? "dataflow" : "lock-step", got, want);
+      double want = fabs(cases[c].want), got = symmEstimate(n, dataflow, 0, cases[c].bytes);
+      if (cases[c].want > 0)
+        CHECK(fabs(got - want) < 1e-4 * want, "%s (%s): %g us, want %g", cases[c].why,
+              dataflow ? "dataflow" : "lock-step", got, want);
+      else
+        CHECK(fabs(got - want) > 1e-4 * want, "%s (%s): %g us, the staged kernel's time", cases[c].why,
+              dataflow ? "dataflow" : "lock-step", got);
       printf("all-reduce of %zu KB on %d ranks of one host, %s: %.4f us, by hand %.4f (%s)\n", cases[c].bytes >> 10,
              n, dataflow ? "dataflow" : "lock-step", got, want, cases[c].why);
     }
