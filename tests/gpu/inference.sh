@@ -10,6 +10,10 @@
 #   NT=<nccl-tests build dir> ANYCCL_LIB=<dir of anyccl's libnccl.so.2> \
 #     [NCCL_LIB=<dir of NCCL's>] [NGPU=2] [OUT=gpu-out/inference] bash tests/gpu/inference.sh
 #
+# NT_MPI=<nccl-tests built with MPI=1> adds a process per GPU (mpirun -np
+# NGPU, -g 1), eager and -G 10, for the binaries found there (MPI_COLLS,
+# default all_reduce), in the table's columns p and P.
+#
 # NCCL_LIB defaults to the nvidia-nccl Python package. Exit status 0 when
 # every run passed its check (#wrong 0, out-of-bounds OK) on both libraries.
 set -u
@@ -42,6 +46,25 @@ for c in $COLLS; do
     done
   done
 done
+# nccl-tests with a process per GPU (mpirun), when built with MPI=1
+MPI_COLLS=${MPI_COLLS:-all_reduce}
+ROOTFLAG=; [ "$(id -u)" = 0 ] && ROOTFLAG=--allow-run-as-root
+for c in $MPI_COLLS; do
+  [ -n "${NT_MPI:-}" ] && [ -x "$NT_MPI/${c}_perf" ] || continue
+  for m in p P; do
+    X="-g 1"; [ $m = P ] && X="-g 1 -G 10"
+    for lib in nccl anyccl; do
+      L=$ANYCCL_LIB; [ $lib = nccl ] && L=$NCCL_LIB
+      log="$OUT/$c-$m-$lib.log"
+      LD_LIBRARY_PATH=$L timeout 120 mpirun -np "$NGPU" $ROOTFLAG --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+        "$NT_MPI/${c}_perf" $SIZES $ITERS -c 1 $X >"$log" 2>&1
+      if ! grep -q "Out of bounds values : 0 OK" "$log" || awk '/^ +[0-9]+ +[0-9]+ /{ if ($9 != 0 && $9 != "N/A") bad=1 } END{exit !bad}' "$log"; then
+        echo "FAIL: $c $m $lib (see $log)"
+        rc=1
+      fi
+    done
+  done
+done
 # PyTorch: a process per GPU, bf16 all_reduce (timings only)
 for lib in nccl anyccl; do
   P=""; [ $lib = anyccl ] && P=$ANYCCL_LIB/libnccl.so.2
@@ -64,6 +87,20 @@ done
     paste -d' ' "$OUT/.n.g" "$OUT/.a.g" "$OUT/.n.t" "$OUT/.a.t" "$OUT/.n.G" "$OUT/.a.G" "$OUT/.n.T" "$OUT/.a.T" |
       awk '{printf "%10s", $1;
             for (k = 0; k < 4; k++) { n = $(2 + 3 * k); a = $(3 + 3 * k);
+              if (n + 0 > 0) printf " %7.2f / %6.2f (%4.2f)", n, a, a / n; else printf " %22s", "-" }
+            printf "\n" }'
+  done
+  for c in $MPI_COLLS; do
+    [ -f "$OUT/$c-p-nccl.log" ] || continue
+    echo "== $c, a process per GPU (mpirun -np $NGPU): p eager, P under CUDA graphs (-G 10)"
+    printf "%10s %22s %22s\n" bytes p P
+    for v in p P; do
+      awk '/^ +[0-9]+ +[0-9]+ /{print $1, $6}' "$OUT/$c-$v-nccl.log" >"$OUT/.n.$v"
+      awk '/^ +[0-9]+ +[0-9]+ /{print $6}' "$OUT/$c-$v-anyccl.log" >"$OUT/.a.$v"
+    done
+    paste -d' ' "$OUT/.n.p" "$OUT/.a.p" "$OUT/.n.P" "$OUT/.a.P" |
+      awk '{printf "%10s", $1;
+            for (k = 0; k < 2; k++) { n = $(2 + 3 * k); a = $(3 + 3 * k);
               if (n + 0 > 0) printf " %7.2f / %6.2f (%4.2f)", n, a, a / n; else printf " %22s", "-" }
             printf "\n" }'
   done
