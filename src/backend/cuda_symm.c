@@ -111,6 +111,17 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
     c->blocks = blocks > ACU_SYMM_LL_BLOCKS ? ACU_SYMM_LL_BLOCKS : (int)blocks;
     return ANYCCL_SYMM_LL;
   }
+  /* two-shot LL all-reduce (3+ ranks): a block's share of each chunk fits
+   * its area's lines */
+  const int64_t ll2 = anycclParamInt(PARAM_CUDA_SYMM_LL2);
+  if (func == FUNC_ALLREDUCE && n >= 3 && ll2 > 0 && bytes <= (size_t)ll2 && bytes <= (size_t)n * llMax &&
+      comm->forceAlgo < 0 && comm->llThreshold > 0) {
+    const size_t chunk = ((bytes + 7) / 8 + n - 1) / n;
+    size_t blocks = (chunk + 255) / 256;
+    c->blocks = blocks > ACU_SYMM_LL_BLOCKS ? ACU_SYMM_LL_BLOCKS : (int)blocks;
+    c->twoShot = 1;
+    return ANYCCL_SYMM_LL;
+  }
   if (rooted || a2a) return ANYCCL_SYMM_NONE;
   if (most <= anycclCudaStageBytes(comm) && comm->forceAlgo < 0) return ANYCCL_SYMM_STAGED;
   return ANYCCL_SYMM_WINDOW_ONLY;
@@ -190,6 +201,7 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
              : func == FUNC_BROADCAST     ? ACU_SYMM_LL_BC
              : func == FUNC_REDUCE        ? ACU_SYMM_LL_RED
              : func == FUNC_ALLTOALL      ? ACU_SYMM_LL_A2A
+             : ch.twoShot                 ? ACU_SYMM_LL_AR2
                                           : ACU_SYMM_LL_AR;
     a.root = ph->root;
     a.count = bytes;

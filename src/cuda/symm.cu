@@ -433,6 +433,55 @@ __device__ void llReduce(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t 
   }
 }
 
+/* Two-shot all-reduce: the vector's lines fall into n chunks of C lines,
+ * chunk q owned by rank q, and block b takes lines [ob, oe) of every chunk
+ * (slot line j - ob). Phase 1 (flag): my lines of chunk p into p's area;
+ * then my chunk's lines: the n inputs added in rank order (bit-identical
+ * everywhere), stored, and the sum into every peer's area (flag + 1, the
+ * other parity); then the peers' sums into my output. A block reads
+ * phase-1 lines only for the lines whose sums it then sends, so a peer
+ * that has every sum of this block has had every phase-1 line read: the
+ * parity argument of the one-shot kernels holds with two flags a launch.
+ * A thread reads every input line of its j before writing any output line
+ * of it, so the input may be the output. */
+template <int TY>
+__device__ void llReduce2(const acuSymm& a, uint32_t flag, uint64_t bytes) {
+  const int n = a.nranks, r = a.rank;
+  const uint64_t L = (bytes + 7) / 8, C = (L + n - 1) / n, per = (C + gridDim.x - 1) / gridDim.x;
+  const uint64_t ob = per * blockIdx.x < C ? per * blockIdx.x : C, oe = ob + per < C ? ob + per : C;
+  const char* in = a.in[r];
+  char* out = a.out[r];
+  for (uint64_t j = ob + threadIdx.x; j < oe; j += blockDim.x)
+    for (int p = 0; p < n; p++) {
+      const uint64_t g = (uint64_t)p * C + j;
+      if (p != r && g < L) llPut(llLine(a, p, flag, r, j - ob), ld8(in + g * 8, lineLen(bytes, g)), flag);
+    }
+  for (uint64_t j = ob + threadIdx.x; j < oe; j += blockDim.x) {
+    const uint64_t g = (uint64_t)r * C + j;
+    if (g >= L) break;
+    const int len = lineLen(bytes, g);
+    float acc[4];
+    for (int q = 0; q < n; q++) {
+      uint2 x;
+      if (q == r) x = ld8(in + g * 8, len);
+      else if (!llGet(a, flag, q, j - ob, &x)) return;
+      P<TY>::add(acc, x, q == 0);
+    }
+    const uint2 sum = P<TY>::pack(acc);
+    st8(out + g * 8, sum, len);
+    for (int p = 0; p < n; p++)
+      if (p != r) llPut(llLine(a, p, flag + 1, r, j - ob), sum, flag + 1);
+  }
+  for (uint64_t j = ob + threadIdx.x; j < oe; j += blockDim.x)
+    for (int q = 0; q < n; q++) {
+      const uint64_t g = (uint64_t)q * C + j;
+      uint2 x;
+      if (q == r || g >= L) continue;
+      if (!llGet(a, flag + 1, q, j - ob, &x)) return;
+      st8(out + g * 8, x, lineLen(bytes, g));
+    }
+}
+
 __device__ void llGather(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
   const int n = a.nranks, r = a.rank;
   char* out = a.out[r];
@@ -502,11 +551,17 @@ __device__ void llAlgo(const acuSymm& a) {
   uint64_t* epoch = a.epoch + ACU_SYMM_MAX_BLOCKS + blockIdx.x;
   if (threadIdx.x == 0) {
     sFlag = (uint32_t)*epoch + 1;
-    *epoch = sFlag;
+    *epoch = sFlag + (a.algo == ACU_SYMM_LL_AR2 ? 1 : 0); /* two-shot: two flags */
     sStop = 0;
   }
   __syncthreads();
   const uint64_t bytes = a.count, lines = (bytes + 7) / 8;
+  if (a.algo == ACU_SYMM_LL_AR2) {
+    if (a.type == T_F16) llReduce2<T_F16>(a, sFlag, bytes);
+    else if (a.type == T_BF16) llReduce2<T_BF16>(a, sFlag, bytes);
+    else llReduce2<T_F32>(a, sFlag, bytes);
+    return;
+  }
   const uint64_t per = (lines + gridDim.x - 1) / gridDim.x;
   const uint64_t lb = per * blockIdx.x < lines ? per * blockIdx.x : lines;
   const uint64_t le = lb + per < lines ? lb + per : lines;

@@ -244,6 +244,7 @@ struct anycclSymmChoice {
   size_t inBytes, outBytes;
   int rooted;              /* broadcast or reduce */
   int blocks;              /* LL: the kernel's blocks */
+  int twoShot;             /* LL all-reduce: reduce-scatter then all-gather in LL lines (3+ ranks) */
 };
 int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, struct anycclSymmChoice* c);
 /* Symmetric-window collectives (backend/cuda_symm.c): 1 if the phase ran

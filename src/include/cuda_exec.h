@@ -199,7 +199,8 @@ enum {
   ACU_SYMM_ST_AR, ACU_SYMM_ST_AG, ACU_SYMM_ST_RS,           /* any buffers: through the staging areas */
   ACU_SYMM_LL_AR, ACU_SYMM_LL_AG, ACU_SYMM_LL_RS,           /* any buffers: LL lines, no barrier */
   ACU_SYMM_LL_BC, ACU_SYMM_LL_RED,                          /* rooted (broadcast, reduce): LL lines one way */
-  ACU_SYMM_LL_A2A                                           /* all-to-all: block p of my input to peer p */
+  ACU_SYMM_LL_A2A,                                          /* all-to-all: block p of my input to peer p */
+  ACU_SYMM_LL_AR2                                           /* all-reduce, two-shot: chunk q to rank q, sums back */
 };
 struct acuSymm {
   char* in[ACU_SYMM_MAX_RANKS];   /* every rank's input, as mapped here */

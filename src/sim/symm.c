@@ -108,6 +108,8 @@ ncclResult_t simSymmRun(struct anycclSimWorld* w, struct anycclPlan** plans, int
     } else if (func == FUNC_REDUCE) {
       for (int r = 0; r < n; r++)
         if (r != ph->root) addFlows(fab, n, r, ph->root, wire, rank, f, info, lat, &nf);
+    } else if (c->twoShot) { /* two-shot all-reduce: chunk q to rank q, then the sums back: two such rounds */
+      for (int r = 0; r < n; r++) addFlows(fab, n, r, -1, wire / n, rank / (n - 1), f, info, lat, &nf);
     } else { /* all-reduce: the vector, all-gather: my block, reduce-scatter, all-to-all: block q, to every peer q */
       for (int r = 0; r < n; r++) addFlows(fab, n, r, -1, wire, rank / (n - 1), f, info, lat, &nf);
     }
@@ -137,16 +139,20 @@ ncclResult_t simSymmRun(struct anycclSimWorld* w, struct anycclPlan** plans, int
   double xfer = copyT; /* (p2p self copies, beside the flows) */
   for (int i = 0; i < nf; i++)
     if (lat[i] + f[i].end > xfer) xfer = lat[i] + f[i].end;
-  struct simBuilder b = {f, info, lat, nf, nf};
-  simAccRound(acc, &b);
-  simAccFlush(w, acc, 1);
-  if (w->flowFile) {
-    const char* what = path == ANYCCL_SYMM_P2P ? "symm-p2p" : path == ANYCCL_SYMM_LL ? "symm-ll" : "symm-staged";
-    for (int i = 0; i < nf; i++)
-      simWriteFlow(w, w->nextFlowId + i, -1, -1, plans[0]->seq, what, info[i].src, info[i].dst, f[i].bytes, 0, 0,
-                   f[i].links, f[i].nlinks, t0 + before, t0 + before + lat[i] + f[i].end);
+  const int rounds = path == ANYCCL_SYMM_LL && c->twoShot ? 2 : 1; /* (the second round is the first's shape) */
+  for (int k = 0; k < rounds; k++) {
+    struct simBuilder b = {f, info, lat, nf, nf};
+    simAccRound(acc, &b);
+    simAccFlush(w, acc, 1);
+    if (w->flowFile) {
+      const char* what = path == ANYCCL_SYMM_P2P ? "symm-p2p" : path == ANYCCL_SYMM_LL ? (rounds > 1 ? "symm-ll2" : "symm-ll") : "symm-staged";
+      const double at = t0 + before + k * xfer;
+      for (int i = 0; i < nf; i++)
+        simWriteFlow(w, w->nextFlowId + i, -1, -1, plans[0]->seq, what, info[i].src, info[i].dst, f[i].bytes, 0, 0,
+                     f[i].links, f[i].nlinks, at, at + lat[i] + f[i].end);
+    }
+    w->nextFlowId += nf;
   }
-  w->nextFlowId += nf;
-  *dur = before + xfer + after;
+  *dur = before + rounds * xfer + after;
   return ncclSuccess;
 }

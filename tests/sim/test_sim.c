@@ -395,7 +395,11 @@ static double symmEstimate(int n, int dataflow, int what, size_t bytes) {
  * values: then 1 MB on 4 ranks is LL again and 8 MB not staged. */
 static void symmLL(void) {
   const char* cal = symmCalib("sim_symm.calib");
-  const int env = getenv("ANYCCL_CUDA_SYMM_LL") != NULL;
+  const int env = getenv("ANYCCL_CUDA_SYMM_LL") != NULL, two = !env && getenv("ANYCCL_CUDA_SYMM_LL2") != NULL;
+  /* two-shot (sim.symm_ll2: ANYCCL_CUDA_SYMM_LL2=4 MB): 1 MB on 4 ranks, 32768 lines a chunk, 128 blocks; two
+   * rounds of 3 flows of 2 x 256 KB from every rank, 3 on each NVLink */
+  const double mb4 = two ? 4 + 2 * (0.5 + 524288 / (100e3 / 3))
+                         : env ? 4 + 0.5 + 2097152 / (100e3 / 3) : 4 + 1.048576 + 1 + 0.5 + 524288 / (32e3 / 3) + 1 + 1.048576;
   struct {
     int n;
     size_t bytes;
@@ -403,8 +407,9 @@ static void symmLL(void) {
     const char* why;
   } cases[] = {
       {4, 512 << 10, 4 + 0.5 + 1048576 / (100e3 / 3), "4 ranks, LL: 3 flows share each NVLink"},
-      {4, 1 << 20, env ? 4 + 0.5 + 2097152 / (100e3 / 3) : 4 + 1.048576 + 1 + 0.5 + 524288 / (32e3 / 3) + 1 + 1.048576,
-       env ? "4 ranks, ANYCCL_CUDA_SYMM_LL=1 MB: LL" : "4 ranks, 1 MB: past the LL limit, staged (32 blocks bind)"},
+      {4, 1 << 20, mb4,
+       two ? "4 ranks, ANYCCL_CUDA_SYMM_LL2=4 MB: two-shot LL"
+       : env ? "4 ranks, ANYCCL_CUDA_SYMM_LL=1 MB: LL" : "4 ranks, 1 MB: past the LL limit, staged (32 blocks bind)"},
       {4, 8 << 20, (env ? -1 : 1) * (4 + 8.388608 + 1 + 0.5 + 4194304 / (100e3 / 3) + 1 + 8.388608),
        env ? "4 ranks, ANYCCL_CUDA_SYMM_STAGE=4 MB: 8 MB not staged" : "4 ranks, 8 MB: staged (the NVLinks bind)"},
       {2, 256 << 10, 4 + 0.5 + 524288 / 100e3, "2 ranks, 128 blocks: the link's 100 GB/s binds"},
