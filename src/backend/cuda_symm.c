@@ -51,12 +51,32 @@ size_t anycclCudaStageBytes(const struct ncclComm* comm) {
   return ((size_t)v + 255) / 256 * 256;
 }
 
+/* The two-shot LL all-reduce (3+ ranks) up to this many bytes: the
+ * parameter as set, else on 3 and 4 ranks, where it was measured, the
+ * default x 2 and x 1 (4 H100s, -G 10: 512 KB 10.5 us against one-shot
+ * 18.2 and NCCL's 15.0; 1 MB 17.3 against staged 22.1, NCCL 18.0; 2 MB
+ * staged 28.0 against 30.4; 3 H100s: 1.5 MB 19.2 against staged 22.2, 3 MB
+ * staged 29.1 against 31.7); more ranks: not measured, none. */
+size_t anycclCudaSymmLL2Bytes(const struct ncclComm* comm) {
+  const int n = symmRanks(comm);
+  const int64_t v = anycclParamInt(PARAM_CUDA_SYMM_LL2);
+  if (n < 3 || v <= 0) return 0;
+  if (anycclParamIsSet(PARAM_CUDA_SYMM_LL2)) return (size_t)v;
+  return n == 3 ? (size_t)v * 2 : n == 4 ? (size_t)v : 0;
+}
+
 size_t anycclCudaSymmLLBytes(const struct ncclComm* comm, int func) {
   const int64_t v = anycclParamInt(func == FUNC_ALLTOALL ? PARAM_CUDA_SYMM_A2A : PARAM_CUDA_SYMM_LL);
   if (v <= 0) return 0;
   if (func == FUNC_ALLTOALL || func == FUNC_ALLGATHER || anycclParamIsSet(PARAM_CUDA_SYMM_LL)) return (size_t)v;
   const int n = symmRanks(comm);
-  return (size_t)(func == FUNC_BROADCAST ? v / (n - 1) : v * 2 / n);
+  if (func == FUNC_BROADCAST) return (size_t)(v / (n - 1));
+  /* with the two-shot kernel on 3 and 4 ranks the one-shot stops at 1/2
+   * and 1/8 of the default (4 GPUs: at 256 KB two-shot 8.3 us against
+   * one-shot 10.1-10.5; 3 GPUs: one-shot 9.7 us at 384 KB, two-shot 12.3 at
+   * 768 KB) */
+  if (func == FUNC_ALLREDUCE && n >= 3 && n <= 4 && anycclCudaSymmLL2Bytes(comm) > 0) return (size_t)(n == 3 ? v / 2 : v / 8);
+  return (size_t)(v * 2 / n);
 }
 
 int anycclSymmP2pOp(const struct ncclComm* comm, size_t bytes) {
@@ -113,8 +133,8 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
   }
   /* two-shot LL all-reduce (3+ ranks): a block's share of each chunk fits
    * its area's lines */
-  const int64_t ll2 = anycclParamInt(PARAM_CUDA_SYMM_LL2);
-  if (func == FUNC_ALLREDUCE && n >= 3 && ll2 > 0 && bytes <= (size_t)ll2 && bytes <= (size_t)n * llMax &&
+  const size_t ll2 = anycclCudaSymmLL2Bytes(comm);
+  if (func == FUNC_ALLREDUCE && ll2 > 0 && bytes <= ll2 && bytes <= (size_t)n * llMax &&
       comm->forceAlgo < 0 && comm->llThreshold > 0) {
     const size_t chunk = ((bytes + 7) / 8 + n - 1) / n;
     size_t blocks = (chunk + 255) / 256;

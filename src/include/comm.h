@@ -266,6 +266,7 @@ const void* anycclCudaP2pRecvConn(const struct ncclComm* comm, int peer);
 char* anycclCudaMailbox(const struct ncclComm* comm, int q);
 size_t anycclCudaStageBytes(const struct ncclComm* comm); /* ANYCCL_CUDA_SYMM_STAGE for this rank count, rounded: the staging area in each segment */
 size_t anycclCudaSymmLLBytes(const struct ncclComm* comm, int func); /* ANYCCL_CUDA_SYMM_LL for this rank count and collective */
+size_t anycclCudaSymmLL2Bytes(const struct ncclComm* comm); /* ANYCCL_CUDA_SYMM_LL2 for this rank count (0: no two-shot) */
 /* A collective phase's operation tag (cuda_exec.h) for the plan being launched. */
 uint32_t anycclCudaPhaseTag(const struct ncclComm* comm, const struct anycclPhase* ph);
 /* The network proxy received a slot tagged `tag` from `peer` (0: none, look

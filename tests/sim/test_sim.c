@@ -387,29 +387,32 @@ static double symmEstimate(int n, int dataflow, int what, size_t bytes) {
  * staging area) the staged kernel: launch + copy in (B at 1000 GB/s) +
  * barrier (1 us) + route + both halves (2 x B/2 each way, 128 blocks x
  * 1 GB/s, the link's 100 GB/s binding) + barrier + copy out. The limits
- * follow the rank count unless set (cuda_symm.c): on 4 ranks LL up to 2/4 of
- * the 1 MB default, staged up to 4/2 x 4 MB. The staged kernel on n ranks:
+ * follow the rank count unless set (cuda_symm.c): on 4 ranks one-shot LL up
+ * to 1/8 of the 1 MB default, two-shot LL up to 1 MB, staged up to 4/2 x
+ * 4 MB. The staged kernel on n ranks:
  * each rank's n - 1 flows carry 2 shares of B/n, capped at blocks
  * (B/n / 8 KB, at most 128) x 1 GB/s / (n - 1) each, n - 1 of them on each
  * NVLink. The second ctest (symm_ll_env) sets both knobs to the 2-GPU
  * values: then 1 MB on 4 ranks is LL again and 8 MB not staged. */
 static void symmLL(void) {
   const char* cal = symmCalib("sim_symm.calib");
-  const int env = getenv("ANYCCL_CUDA_SYMM_LL") != NULL, two = !env && getenv("ANYCCL_CUDA_SYMM_LL2") != NULL;
-  /* two-shot (sim.symm_ll2: ANYCCL_CUDA_SYMM_LL2=4 MB): 1 MB on 4 ranks, 32768 lines a chunk, 128 blocks; two
-   * rounds of 3 flows of 2 x 256 KB from every rank, 3 on each NVLink */
-  const double mb4 = two ? 4 + 2 * (0.5 + 524288 / (100e3 / 3))
-                         : env ? 4 + 0.5 + 2097152 / (100e3 / 3) : 4 + 1.048576 + 1 + 0.5 + 524288 / (32e3 / 3) + 1 + 1.048576;
+  const int env = getenv("ANYCCL_CUDA_SYMM_LL") != NULL;
+  /* Two-shot, unless ANYCCL_CUDA_SYMM_LL is set (sim.symm_ll_env): on 4
+   * ranks the one-shot stops at 128 KB and the two-shot kernel takes 512 KB
+   * and 1 MB (sim.symm_ll2 sets its limit to 4 MB: the same choices): two
+   * rounds of 3 flows of 2B/4 from every rank, 3 on each NVLink (1 MB: 128
+   * blocks, 512 KB: 64, 42.7 GB/s a flow; the link binds either way) */
+  const double kb512 = env ? 4 + 0.5 + 1048576 / (100e3 / 3) : 4 + 2 * (0.5 + 262144 / (100e3 / 3));
+  const double mb4 = env ? 4 + 0.5 + 2097152 / (100e3 / 3) : 4 + 2 * (0.5 + 524288 / (100e3 / 3));
   struct {
     int n;
     size_t bytes;
     double want; /* us, by hand; < 0: must not be this time (a path the knobs rule out) */
     const char* why;
   } cases[] = {
-      {4, 512 << 10, 4 + 0.5 + 1048576 / (100e3 / 3), "4 ranks, LL: 3 flows share each NVLink"},
-      {4, 1 << 20, mb4,
-       two ? "4 ranks, ANYCCL_CUDA_SYMM_LL2=4 MB: two-shot LL"
-       : env ? "4 ranks, ANYCCL_CUDA_SYMM_LL=1 MB: LL" : "4 ranks, 1 MB: past the LL limit, staged (32 blocks bind)"},
+      {4, 128 << 10, 4 + 0.5 + 262144 / (100e3 / 3), "4 ranks, one-shot LL: 3 flows share each NVLink"},
+      {4, 512 << 10, kb512, env ? "4 ranks, ANYCCL_CUDA_SYMM_LL=1 MB: one-shot" : "4 ranks, 512 KB: two-shot LL"},
+      {4, 1 << 20, mb4, env ? "4 ranks, ANYCCL_CUDA_SYMM_LL=1 MB: one-shot" : "4 ranks, 1 MB: two-shot LL"},
       {4, 8 << 20, (env ? -1 : 1) * (4 + 8.388608 + 1 + 0.5 + 4194304 / (100e3 / 3) + 1 + 8.388608),
        env ? "4 ranks, ANYCCL_CUDA_SYMM_STAGE=4 MB: 8 MB not staged" : "4 ranks, 8 MB: staged (the NVLinks bind)"},
       {2, 256 << 10, 4 + 0.5 + 524288 / 100e3, "2 ranks, 128 blocks: the link's 100 GB/s binds"},
