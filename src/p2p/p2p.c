@@ -544,8 +544,6 @@ void p2pConnFree(struct anycclP2pConn* c) {
     c->finished = r->outNext;
     free(r);
   }
-  p2pFreeDrain(&c->freeReqs);
-  p2pFreeDrain(&c->freeItems);
   while (c->unexp) {
     struct p2pUnexp* u = c->unexp;
     c->unexp = u->next;

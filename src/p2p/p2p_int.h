@@ -176,17 +176,6 @@ struct p2pChannel {
 
 struct p2pBounce;
 
-/* Freed requests or queue items kept for reuse (p2pFreePop/Push): a message
- * then allocates nothing. Any thread pushes (atomically); pops happen under
- * the connection's lock only. */
-struct p2pFreeNode {
-  struct p2pFreeNode* next;
-};
-struct p2pFreeList {
-  struct p2pFreeNode* top;
-  int n; /* about how many (atomic; bounds the list at P2P_FREE_MAX) */
-};
-
 struct p2pTagSeq {
   int32_t tag;
   uint64_t sendSeq, recvSeq;
@@ -214,7 +203,6 @@ struct anycclP2pConn {
   struct p2pUnexp* unexp;
   struct p2pInWrite* inWrites;
   struct p2pTagSeq* tags;
-  struct p2pFreeList freeReqs, freeItems;
   uint64_t nextId;
   int nextChan;
   uint64_t* notes;
@@ -354,9 +342,6 @@ int p2pDrive(struct anycclP2pConn* c, struct anycclP2pReq* r);
 /* lock held */
 struct p2pTagSeq* p2pTagSeq(struct anycclP2pConn* c, int tag);
 void p2pReqLink(struct anycclP2pConn* c, struct anycclP2pReq* r);
-void* p2pFreePop(struct p2pFreeList* l, size_t size); /* c->lock held; zeroed, NULL when out of memory */
-void p2pFreePush(struct p2pFreeList* l, void* p);     /* any thread; NULL is ignored */
-void p2pFreeDrain(struct p2pFreeList* l);             /* at close, no other thread left */
 void p2pReqUnlink(struct anycclP2pConn* c, struct anycclP2pReq* r);
 void p2pOutPush(struct anycclP2pConn* c, struct anycclP2pReq* r);
 void p2pRecvTakeUnexpected(struct anycclP2pConn* c, struct anycclP2pReq* r);

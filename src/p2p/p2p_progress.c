@@ -38,50 +38,6 @@ struct p2pTagSeq* p2pTagSeq(struct anycclP2pConn* c, int tag) {
   return t;
 }
 
-/* The free lists: a small message's request and queue item come from
- * here instead of calloc and go back instead of free. A Treiber stack whose
- * pops are serialised by the connection's lock: a node cannot leave and
- * come back between a pop's load and its compare-and-swap (no ABA), and a
- * node on the list is read (its next) only by that one popper. Under
- * AddressSanitizer nothing is kept, so a use after free still shows. */
-#if defined(__SANITIZE_ADDRESS__)
-#define P2P_FREE_MAX 0
-#else
-#define P2P_FREE_MAX 256
-#endif
-
-void* p2pFreePop(struct p2pFreeList* l, size_t size) {
-  struct p2pFreeNode* top = __atomic_load_n(&l->top, __ATOMIC_ACQUIRE);
-  while (top && !__atomic_compare_exchange_n(&l->top, &top, top->next, 1, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
-  }
-  if (top == NULL) return calloc(1, size);
-  __atomic_sub_fetch(&l->n, 1, __ATOMIC_RELAXED);
-  memset(top, 0, size);
-  return top;
-}
-
-void p2pFreePush(struct p2pFreeList* l, void* p) {
-  if (p == NULL) return;
-  if (__atomic_load_n(&l->n, __ATOMIC_RELAXED) >= P2P_FREE_MAX) {
-    free(p);
-    return;
-  }
-  __atomic_add_fetch(&l->n, 1, __ATOMIC_RELAXED);
-  struct p2pFreeNode* n = p;
-  n->next = __atomic_load_n(&l->top, __ATOMIC_RELAXED);
-  while (!__atomic_compare_exchange_n(&l->top, &n->next, n, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
-  }
-}
-
-void p2pFreeDrain(struct p2pFreeList* l) {
-  while (l->top) {
-    struct p2pFreeNode* n = l->top;
-    l->top = n->next;
-    free(n);
-  }
-  l->n = 0;
-}
-
 void p2pReqLink(struct anycclP2pConn* c, struct anycclP2pReq* r) {
   r->prev = NULL;
   r->next = c->active;
@@ -116,7 +72,7 @@ void p2pReqComplete(struct anycclP2pConn* c, struct anycclP2pReq* r, ncclResult_
     if (c->ch[k].rreq == r) c->ch[k].rreq = NULL, c->ch[k].rdst = NULL;
   r->err = err;
   if (r->kind == REQ_RESP) {
-    p2pFreePush(&c->freeReqs, r);
+    free(r);
     return;
   }
   if (c->keepDone) {
@@ -220,7 +176,7 @@ static void chanPush(struct p2pChannel* ch, struct p2pItem* it) {
 }
 
 static void pushControl(struct anycclP2pConn* c, int chan, int op, int flags, uint64_t id, uint64_t total) {
-  struct p2pItem* it = p2pFreePop(&c->freeItems, sizeof(*it));
+  struct p2pItem* it = calloc(1, sizeof(*it));
   if (it == NULL) return; /* the peer's request then times out */
   it->hdr = (struct p2pHdr){P2P_MAGIC, (uint16_t)op, (uint16_t)flags, 0, 0, id, 0, 0, 0, total, 0};
   it->bidx = -1;
@@ -234,7 +190,7 @@ static void schedule(struct anycclP2pConn* c) {
   while (c->outHead) {
     struct anycclP2pReq* r = c->outHead;
     if (r->kind == REQ_READ) {
-      struct p2pItem* it = p2pFreePop(&c->freeItems, sizeof(*it));
+      struct p2pItem* it = calloc(1, sizeof(*it));
       if (it == NULL) return;
       it->hdr = (struct p2pHdr){P2P_MAGIC, P2P_OP_READREQ, 0, 0, 0, r->id, r->key, r->remoteOff, 0, r->size, 0};
       it->bidx = -1;
@@ -255,7 +211,7 @@ static void schedule(struct anycclP2pConn* c) {
         if (err) c->bncErr = err;
         if (data == NULL) return; /* none free: dealing goes on when a channel wrote one */
       }
-      struct p2pItem* it = p2pFreePop(&c->freeItems, sizeof(*it));
+      struct p2pItem* it = calloc(1, sizeof(*it));
       if (it == NULL) {
         p2pBounceRelease(c, bidx);
         return;
@@ -287,7 +243,7 @@ static void itemDone(struct anycclP2pConn* c, struct p2pChannel* ch, struct p2pI
     if (r && !r->done && --r->chunksLeft == 0 && r->dealtAll && r->kind != REQ_WRITE) p2pReqComplete(c, r, ncclSuccess);
     pthread_mutex_unlock(&c->lock);
   }
-  p2pFreePush(&c->freeItems, it);
+  free(it);
 }
 
 /* Write what the socket takes. 1: progressed; -1: failed. */
@@ -401,7 +357,7 @@ static int dispatch(struct anycclP2pConn* c, int k) {
         pushControl(c, k, P2P_OP_ACK, 1, h->id, h->total);
         return 0;
       }
-      struct anycclP2pReq* r = p2pFreePop(&c->freeReqs, sizeof(*r));
+      struct anycclP2pReq* r = calloc(1, sizeof(*r));
       if (r == NULL) return -1;
       r->conn = c;
       r->kind = REQ_RESP;

@@ -17,7 +17,7 @@ static struct anycclP2pReq* reqNew(struct anycclP2pConn* c, int kind, const char
     INFO(NCCL_NET, "%s: the connection failed earlier (%s)", fn, ncclGetErrorString(c->error));
     return NULL;
   }
-  struct anycclP2pReq* r = p2pFreePop(&c->freeReqs, sizeof(*r));
+  struct anycclP2pReq* r = calloc(1, sizeof(*r));
   if (r == NULL) {
     *res = ncclSystemError;
     return NULL;
@@ -40,7 +40,7 @@ static ncclResult_t post(struct anycclP2pConn* c, int kind, char* buf, size_t si
     r->bounce = 1;
     if ((res = p2pBounceSetup(c)) != ncclSuccess) {
       p2pReqUnlink(c, r);
-      p2pFreePush(&c->freeReqs, r);
+      free(r);
       r = NULL;
     }
   }
@@ -53,7 +53,7 @@ static ncclResult_t post(struct anycclP2pConn* c, int kind, char* buf, size_t si
       struct p2pTagSeq* t = p2pTagSeq(c, tag);
       if (t == NULL) {
         p2pReqUnlink(c, r);
-        p2pFreePush(&c->freeReqs, r);
+        free(r);
         pthread_mutex_unlock(&c->lock);
         return ncclSystemError;
       }
@@ -139,7 +139,7 @@ static ncclResult_t finish(struct anycclP2pReq* r, size_t* bytes) {
   }
   ncclResult_t err = r->err;
   if (bytes) *bytes = r->kind == REQ_RECV ? (r->total == SIZE_MAX ? 0 : r->total) : r->size;
-  p2pFreePush(&c->freeReqs, r);
+  free(r);
   return err;
 }
 
