@@ -42,7 +42,22 @@ ncclResult_t anycclSimUniqueId(ncclUniqueId* out) {
   return ncclSuccess;
 }
 
+/* 1 while a launch of the world waits in its cluster's queue. */
+static int worldQueued(struct anycclSimWorld* w) {
+  pthread_mutex_lock(&w->lock);
+  int q = 0;
+  for (int i = 0; i < 2; i++) q |= w->slots[i].queued && !w->slots[i].done;
+  pthread_mutex_unlock(&w->lock);
+  return q;
+}
+
 static void worldFree(struct anycclSimWorld* w) {
+  if (w->cluster) {
+    while (worldQueued(w)) simClusterFlush(w->cluster); /* its launches still waiting: modelled now */
+    if (w->inCluster) simClusterWorlds(w->cluster, -1);
+    simClusterUnref(w->cluster);
+    w->cluster = NULL;
+  }
   if (w->flowFile) fclose(w->flowFile);
   const char* links = getenv("ANYCCL_SIM_LINKS");
   if (links && links[0] && w->linkBytes) {
@@ -121,6 +136,8 @@ static ncclResult_t worldNew(const ncclUniqueId* id, int n, const struct anycclS
   if (w == NULL) return ncclSystemError;
   memcpy(w->key, id->internal, sizeof(w->key));
   w->n = n;
+  if (place && place->cluster) simClusterRef(place->cluster);
+  w->cluster = place && place->cluster ? place->cluster : simClusterNew();
   pthread_mutex_init(&w->lock, NULL);
   pthread_cond_init(&w->cond, NULL);
   char err[1024];
@@ -194,6 +211,8 @@ static ncclResult_t worldNew(const ncclUniqueId* id, int n, const struct anycclS
     fprintf(w->flowFile, "flow,parents,launch,collective,src,dst,bytes,channel,step,route,start_us,end_us\n");
   }
   w->index = worldCount++;
+  simClusterWorlds(w->cluster, +1);
+  w->inCluster = 1;
   if (anycclTraceOn()) {
     w->tracing = 1;
     w->tracePid = anycclTracePidBase(anycclTraceKey(w->key, sizeof(w->key)));
@@ -334,13 +353,16 @@ ncclResult_t anycclSimCommSetup(struct ncclComm* comm, const ncclUniqueId* id) {
 /* ---- split and shrink ------------------------------------------------------- */
 void anycclSimPlaceFree(struct anycclSimPlace* p) {
   if (p == NULL) return;
+  simClusterUnref(p->cluster);
   free(p->gpu), free(p->dev);
   free(p);
 }
 
-static struct anycclSimPlace* placeNew(int n, int fabricRanks) {
+static struct anycclSimPlace* placeNew(const struct anycclSimWorld* parent, int n, int fabricRanks) {
   struct anycclSimPlace* p = calloc(1, sizeof(*p));
   if (p == NULL) return NULL;
+  if (parent->cluster) simClusterRef(parent->cluster);
+  p->cluster = parent->cluster;
   p->n = n;
   p->fabricRanks = fabricRanks;
   p->gpu = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
@@ -445,7 +467,7 @@ ncclResult_t anycclSimSplit(struct ncclComm* parent, int color, int key, int* nN
     for (int i = 0; i < n; i++)
       if (all[2 * i] == color) members[2 * m] = all[2 * i + 1], members[2 * m + 1] = i, m++;
     qsort(members, m, 2 * sizeof(int), cmpMember);
-    struct anycclSimPlace* p = placeNew(m, w->fabric.hosts * w->fabric.gpusPerHost);
+    struct anycclSimPlace* p = placeNew(w, m, w->fabric.hosts * w->fabric.gpusPerHost);
     if (p == NULL) res = ncclSystemError;
     for (int i = 0; p && i < m; i++) {
       int pr = members[2 * i + 1];
@@ -496,7 +518,7 @@ ncclResult_t anycclSimShrink(struct ncclComm* parent, const char* excluded, nccl
     seen->next = parent->simShrinks;
     parent->simShrinks = seen;
   }
-  struct anycclSimPlace* p = placeNew(m, w->fabric.hosts * w->fabric.gpusPerHost);
+  struct anycclSimPlace* p = placeNew(w, m, w->fabric.hosts * w->fabric.gpusPerHost);
   if (p == NULL) return ncclSystemError;
   for (int i = 0, k = 0; i < n; i++)
     if (!excluded[i]) {
