@@ -4,11 +4,13 @@
  * before either's time was needed, and get all of it when serialized by a
  * wait or a stream; splits on disjoint links do not slow each other. Times
  * against the model's formula computed by hand. One case per run:
- *   p2p allreduce streams disjoint trace PATH flows PATH */
+ *   p2p allreduce streams disjoint outputs threads tpdp */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "cuda_runtime.h"
 #include "nccl.h"
@@ -306,9 +308,147 @@ static void caseOutputs(void) {
   CHECK(e[0] > st[1] && e[1] > st[0], "the splits' first flows on the shared NIC overlap in time");
 }
 
+/* A thread per parent rank: each launches its split's all-reduce and the
+ * parent's on two streams, ITERS times, waiting for both each time. Which
+ * collectives meet in the queue depends on the threads' timing here; every
+ * one ends no sooner than alone and no later than with both splits and the
+ * parent sharing every link, and a waiting stream does not wait for a
+ * timeout (the last rank to launch models the queue when a stream waits). */
+#define ITERS 20
+struct thr {
+  struct pair* p;
+  int r;
+  double minUs, maxUs;
+  int fails;
+};
+static void* rankMain(void* arg) {
+  struct thr* t = arg;
+  struct pair* p = t->p;
+  int r = t->r;
+  cudaSetDevice(r);
+  t->minUs = INFINITY, t->maxUs = 0;
+  for (int i = 0; i < ITERS; i++) {
+    cudaStreamSynchronize(p->s[r]);
+    cudaStreamSynchronize(p->s2[r]);
+    cudaEvent_t e0 = recordOn(r, p->s[r]);
+    if (ncclAllReduce(p->buf[r], p->buf[r], BYTES / 4, ncclFloat, ncclSum, p->a[r], p->s[r]) != ncclSuccess ||
+        ncclAllReduce(p->buf[r], p->buf[r], 1 << 20, ncclFloat, ncclSum, p->parent[r], p->s2[r]) != ncclSuccess)
+      t->fails++;
+    cudaEvent_t e1 = recordOn(r, p->s[r]);
+    double us = usBetween(e0, e1);
+    if (us < t->minUs) t->minUs = us;
+    if (us > t->maxUs) t->maxUs = us;
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+  }
+  return NULL;
+}
+
+static void caseThreads(void) {
+  struct pair p;
+  setup(&p, 1);
+  double alone = runOne(&p, allReduceOp, p.a, 0);
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  pthread_t th[4];
+  struct thr t[4];
+  for (int r = 0; r < 4; r++) {
+    t[r] = (struct thr){.p = &p, .r = r};
+    pthread_create(&th[r], NULL, rankMain, &t[r]);
+  }
+  for (int r = 0; r < 4; r++) pthread_join(th[r], NULL);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+  for (int r = 0; r < 4; r++) {
+    printf("thread of rank %d: its split's all-reduce %.3f to %.3f us (alone %.3f)\n", r, t[r].minUs, t[r].maxUs, alone);
+    CHECK(t[r].fails == 0, "rank %d: %d launches failed", r, t[r].fails);
+    CHECK(t[r].minUs >= alone * (1 - 1e-5) && t[r].maxUs <= 3 * alone, "rank %d: %.3f to %.3f us, alone %.3f", r,
+          t[r].minUs, t[r].maxUs, alone);
+  }
+  printf("%d iterations on 4 threads: %.2f s\n", ITERS, s);
+  CHECK(s < 2, "%d iterations took %.2f s: streams waited for timeouts", ITERS, s);
+  teardown(&p);
+}
+
+/* 3D-parallel layout on 2 hosts of 8 GPUs: tensor-parallel splits by host
+ * (NVLink) and data-parallel splits by local rank (one GPU per host, the
+ * network), all-reduces of 64 MB on all of them at once. With a NIC per
+ * GPU (rails) the DP rings own their NICs and the TP rings their NVLink:
+ * nothing meets, every split times as alone. With 2 NICs per host, 4 DP
+ * rings share each NIC: a quarter of it each. */
+#define G 16
+static void tpdpRun(int nics, double* tpUs, double* dpOneUs, double* dpAllUs, double* tpBothUs, double* dpBothUs) {
+  snprintf(fabricPath, sizeof(fabricPath), "/tmp/anyccl_simshare_%d_tpdp%d.fabric", (int)getpid(), nics);
+  FILE* f = fopen(fabricPath, "w");
+  if (f == NULL) exit(2);
+  fprintf(f, "hosts 2\ngpus_per_host 8\nnics_per_host %d\n", nics);
+  fclose(f);
+  setenv("ANYCCL_SIM_FABRIC", fabricPath, 1);
+  ncclComm_t world[G], tp[G], dp[G];
+  cudaStream_t sTp[G], sDp[G];
+  void* buf[G];
+  size_t bytes = 64 << 20;
+  CHECK(ncclCommInitAll(world, G, NULL) == ncclSuccess, "ncclCommInitAll(%d)", G);
+  ncclGroupStart();
+  for (int r = 0; r < G; r++) ncclCommSplit(world[r], r / 8, r, &tp[r], NULL);
+  CHECK(ncclGroupEnd() == ncclSuccess, "TP split");
+  ncclGroupStart();
+  for (int r = 0; r < G; r++) ncclCommSplit(world[r], r % 8, r, &dp[r], NULL);
+  CHECK(ncclGroupEnd() == ncclSuccess, "DP split");
+  for (int r = 0; r < G; r++) {
+    cudaSetDevice(r);
+    cudaStreamCreate(&sTp[r]), cudaStreamCreate(&sDp[r]);
+    cudaMalloc(&buf[r], bytes);
+  }
+  /* what: 1 TP, 2 one DP split (local rank 0), 4 every DP split */
+  for (int what = 1; what <= 7; what = what == 1 ? 2 : what == 2 ? 4 : what == 4 ? 5 : 8) {
+    for (int r = 0; r < G; r++) {
+      cudaSetDevice(r);
+      cudaStreamSynchronize(sTp[r]), cudaStreamSynchronize(sDp[r]);
+    }
+    cudaEvent_t e0 = recordOn(0, sTp[0]);
+    ncclGroupStart();
+    for (int r = 0; r < G; r++) {
+      cudaSetDevice(r);
+      if (what & 1) ncclAllReduce(buf[r], buf[r], bytes / 4, ncclFloat, ncclSum, tp[r], sTp[r]);
+      if ((what & 4) || ((what & 2) && r % 8 == 0))
+        ncclAllReduce(buf[r], buf[r], bytes / 4, ncclFloat, ncclSum, dp[r], sDp[r]);
+    }
+    CHECK(ncclGroupEnd() == ncclSuccess, "all-reduces");
+    cudaEvent_t e1 = recordOn(0, sTp[0]), e2 = recordOn(0, sDp[0]);
+    double t = usBetween(e0, e1), d = usBetween(e0, e2);
+    if (what == 1) *tpUs = t;
+    if (what == 2) *dpOneUs = d;
+    if (what == 4) *dpAllUs = d;
+    if (what == 5) *tpBothUs = t, *dpBothUs = d;
+    cudaEventDestroy(e0), cudaEventDestroy(e1), cudaEventDestroy(e2);
+  }
+  for (int r = 0; r < G; r++) {
+    cudaSetDevice(r);
+    cudaStreamSynchronize(sTp[r]), cudaStreamSynchronize(sDp[r]);
+    cudaStreamDestroy(sTp[r]), cudaStreamDestroy(sDp[r]);
+    cudaFree(buf[r]);
+  }
+  for (int r = 0; r < G; r++) ncclCommDestroy(tp[r]), ncclCommDestroy(dp[r]);
+  for (int r = 0; r < G; r++) ncclCommDestroy(world[r]);
+  unlink(fabricPath);
+}
+
+static void caseTpDp(void) {
+  for (int nics = 8; nics >= 2; nics -= 6) {
+    double tp, dpOne, dpAll, tpBoth, dpBoth;
+    tpdpRun(nics, &tp, &dpOne, &dpAll, &tpBoth, &dpBoth);
+    printf("%d NICs per host: TP alone %.1f us, one DP split alone %.1f us, all 8 DP splits %.1f us; "
+           "TP and DP at once: %.1f and %.1f us\n", nics, tp, dpOne, dpAll, tpBoth, dpBoth);
+    CHECK(near(tpBoth, tp, 1e-6), "%d NICs: TP with DP %.3f us, alone %.3f (NVLink is TP's alone)", nics, tpBoth, tp);
+    CHECK(near(dpBoth, dpAll, 1e-6), "%d NICs: DP with TP %.3f us, without %.3f", nics, dpBoth, dpAll);
+    if (nics == 8) CHECK(near(dpAll, dpOne, 1e-6), "rails: 8 DP splits %.3f us, one %.3f", dpAll, dpOne);
+    else CHECK(dpAll > 2.5 * dpOne, "2 NICs: 8 DP splits %.3f us should be far slower than one %.3f", dpAll, dpOne);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_simshare p2p|allreduce|streams|disjoint|outputs\n");
+    fprintf(stderr, "usage: test_simshare p2p|allreduce|streams|disjoint|outputs|threads|tpdp\n");
     return 2;
   }
   if (!strcmp(argv[1], "p2p")) caseP2p();
@@ -316,6 +456,8 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "streams")) caseStreams();
   else if (!strcmp(argv[1], "disjoint")) caseDisjoint();
   else if (!strcmp(argv[1], "outputs")) caseOutputs();
+  else if (!strcmp(argv[1], "threads")) caseThreads();
+  else if (!strcmp(argv[1], "tpdp")) caseTpDp();
   else return 2;
   if (failures) {
     printf("%d checks failed\n", failures);
