@@ -120,7 +120,8 @@ static double usBetween(cudaEvent_t a, cudaEvent_t b) {
  * from a common start; sync 1: wait for the first before the second
  * launches; 2: record an event after the first before the second launches
  * (the second on the same streams: its end is the first's end plus its own);
- * 3: both in one ncclGroupStart/End.
+ * 3: both in one ncclGroupStart/End; 4: the same (on one stream: end[0]
+ * is then the second's end too).
  * end[i]: each one's end on its rank-1 GPU, us after the start. */
 static void runTwo(struct pair* p, opFn op, ncclComm_t* c1, int odd1, cudaStream_t* st1, ncclComm_t* c2, int odd2,
                    cudaStream_t* st2, int sync, double* end) {
@@ -130,7 +131,7 @@ static void runTwo(struct pair* p, opFn op, ncclComm_t* c1, int odd1, cudaStream
     cudaStreamSynchronize(p->s2[r]);
   }
   cudaEvent_t e0 = recordOn(0, p->s[0]);
-  if (sync == 3) ncclGroupStart();
+  if (sync >= 3) ncclGroupStart();
   op(p, c1, odd1, st1);
   if (sync == 1) {
     cudaSetDevice(2 + odd1);
@@ -142,7 +143,7 @@ static void runTwo(struct pair* p, opFn op, ncclComm_t* c1, int odd1, cudaStream
    * stream too, it would come after both) */
   cudaEvent_t e1 = sync == 2 ? recordOn(2 + odd1, st1[2 + odd1]) : NULL;
   op(p, c2, odd2, st2);
-  if (sync == 3) ncclGroupEnd();
+  if (sync >= 3) ncclGroupEnd();
   if (e1 == NULL) e1 = recordOn(2 + odd1, st1[2 + odd1]);
   cudaEvent_t e2 = recordOn(2 + odd2, st2[2 + odd2]);
   end[0] = usBetween(e0, e1);
@@ -231,6 +232,9 @@ static void caseStreams(void) {
   printf("two splits on one stream: ends %.3f and %.3f us (by hand %.3f, %.3f)\n", end[0], end[1], want, 2 * want);
   CHECK(near(end[0], want, 1e-5) && near(end[1], 2 * want, 1e-5), "one stream: ends %.3f, %.3f us, want %.3f, %.3f",
         end[0], end[1], want, 2 * want);
+  runTwo(&p, sendOp, p.a, 0, p.s, p.c, 0, p.s, 4, end);
+  printf("two splits on one stream in one group: the second ends at %.3f us (by hand %.3f)\n", end[1], 2 * want);
+  CHECK(near(end[1], 2 * want, 1e-5), "one stream, one group: the second ends at %.3f us, want %.3f", end[1], 2 * want);
   runTwo(&p, sendOp, p.a, 0, p.s, p.c, 0, p.s2, 0, end);
   printf("two splits on two streams: ends %.3f and %.3f us (by hand %.3f)\n", end[0], end[1], half);
   CHECK(near(end[0], half, 1e-5) && near(end[1], half, 1e-5), "two streams: %.3f, %.3f us, want %.3f", end[0], end[1],
