@@ -61,25 +61,14 @@ int64_t cpurtSimStreamVt(struct cpurtStream *s) {
     int64_t deadline = cpurtNowNs() + waitLimitSec() * 1000000000;
     void (*need)(int) = atomic_load(&simNeed);
     int told = 0;
+    e->refs++; /* kept while this waits: the stream may drop it meanwhile */
     while (!e->resolved) {
       if (need) { /* the end may wait for this need (libnccl models collectives lazily): say it, unlocked */
-        e->refs++;
         pthread_mutex_unlock(&endLock);
         need(told ? 2 : 1);
         pthread_mutex_lock(&endLock);
         told = 1;
-        bool now = e->resolved;
-        if (--e->refs == 0) { /* the stream moved on and dropped it meanwhile */
-          int64_t end = e->end;
-          free(e);
-          pthread_mutex_unlock(&endLock);
-          need(0);
-          pthread_mutex_lock(&endLock);
-          t = end > atomic_load(&s->vt) ? end : atomic_load(&s->vt);
-          pthread_mutex_unlock(&endLock);
-          return t;
-        }
-        if (now) break;
+        if (e->resolved) break;
       }
       if (cpurtNowNs() > deadline) {
         cpurtWarn("sim: a stream waited %lld s for the modelled end of a collective that not every rank launched; "
@@ -95,6 +84,7 @@ int64_t cpurtSimStreamVt(struct cpurtStream *s) {
       pthread_cond_timedwait(&endCond, &endLock, &until);
     }
     t = e->end > atomic_load(&s->vt) ? e->end : atomic_load(&s->vt);
+    endUnref(e);
     if (told) {
       pthread_mutex_unlock(&endLock);
       need(0);

@@ -380,7 +380,7 @@ static void caseThreads(void) {
  * nothing meets, every split times as alone. With 2 NICs per host, 4 DP
  * rings share each NIC: a quarter of it each. */
 #define G 16
-static void tpdpRun(int nics, double* tpUs, double* dpOneUs, double* dpAllUs, double* tpBothUs, double* dpBothUs) {
+static void tpdpRun(int nics, size_t bytes, double* tpUs, double* dpOneUs, double* dpAllUs, double* tpBothUs, double* dpBothUs) {
   snprintf(fabricPath, sizeof(fabricPath), "/tmp/anyccl_simshare_%d_tpdp%d.fabric", (int)getpid(), nics);
   FILE* f = fopen(fabricPath, "w");
   if (f == NULL) exit(2);
@@ -390,7 +390,7 @@ static void tpdpRun(int nics, double* tpUs, double* dpOneUs, double* dpAllUs, do
   ncclComm_t world[G], tp[G], dp[G];
   cudaStream_t sTp[G], sDp[G];
   void* buf[G];
-  size_t bytes = 64 << 20;
+  *tpUs = *dpOneUs = *dpAllUs = *tpBothUs = *dpBothUs = 0;
   CHECK(ncclCommInitAll(world, G, NULL) == ncclSuccess, "ncclCommInitAll(%d)", G);
   ncclGroupStart();
   for (int r = 0; r < G; r++) ncclCommSplit(world[r], r / 8, r, &tp[r], NULL);
@@ -439,8 +439,8 @@ static void tpdpRun(int nics, double* tpUs, double* dpOneUs, double* dpAllUs, do
 
 static void caseTpDp(void) {
   for (int nics = 8; nics >= 2; nics -= 6) {
-    double tp, dpOne, dpAll, tpBoth, dpBoth;
-    tpdpRun(nics, &tp, &dpOne, &dpAll, &tpBoth, &dpBoth);
+    double tp = 0, dpOne = 0, dpAll = 0, tpBoth = 0, dpBoth = 0;
+    tpdpRun(nics, 64 << 20, &tp, &dpOne, &dpAll, &tpBoth, &dpBoth);
     printf("%d NICs per host: TP alone %.1f us, one DP split alone %.1f us, all 8 DP splits %.1f us; "
            "TP and DP at once: %.1f and %.1f us\n", nics, tp, dpOne, dpAll, tpBoth, dpBoth);
     CHECK(near(tpBoth, tp, 1e-6), "%d NICs: TP with DP %.3f us, alone %.3f (NVLink is TP's alone)", nics, tpBoth, tp);
@@ -448,6 +448,13 @@ static void caseTpDp(void) {
     if (nics == 8) CHECK(near(dpAll, dpOne, 1e-6), "rails: 8 DP splits %.3f us, one %.3f", dpAll, dpOne);
     else CHECK(dpAll > 2.5 * dpOne, "2 NICs: 8 DP splits %.3f us should be far slower than one %.3f", dpAll, dpOne);
   }
+  /* 64 KB: TP takes the one-host LL kernel, timed alone in a joint batch */
+  double tp = 0, dpOne = 0, dpAll = 0, tpBoth = 0, dpBoth = 0;
+  tpdpRun(8, 64 << 10, &tp, &dpOne, &dpAll, &tpBoth, &dpBoth);
+  printf("64 KB, 8 NICs per host: TP alone %.3f us, with DP %.3f us; DP %.3f us, with TP %.3f us\n", tp, tpBoth, dpAll,
+         dpBoth);
+  CHECK(near(tpBoth, tp, 1e-6) && near(dpBoth, dpAll, 1e-6), "64 KB: TP %.3f/%.3f us, DP %.3f/%.3f us", tp, tpBoth,
+        dpAll, dpBoth);
 }
 
 int main(int argc, char** argv) {
