@@ -379,17 +379,18 @@ static void caseThreads(void) {
  * GPU (rails) the DP rings own their NICs and the TP rings their NVLink:
  * nothing meets, every split times as alone. With 2 NICs per host, 4 DP
  * rings share each NIC: a quarter of it each. */
-#define G 16
+static int G = 16; /* GPUs: 2 hosts of 8 (tpdp), or more (tpdp_scale) */
 static void tpdpRun(int nics, size_t bytes, double* tpUs, double* dpOneUs, double* dpAllUs, double* tpBothUs, double* dpBothUs) {
   snprintf(fabricPath, sizeof(fabricPath), "/tmp/anyccl_simshare_%d_tpdp%d.fabric", (int)getpid(), nics);
   FILE* f = fopen(fabricPath, "w");
   if (f == NULL) exit(2);
-  fprintf(f, "hosts 2\ngpus_per_host 8\nnics_per_host %d\n", nics);
+  fprintf(f, "hosts %d\ngpus_per_host 8\nnics_per_host %d\n", G / 8, nics);
   fclose(f);
   setenv("ANYCCL_SIM_FABRIC", fabricPath, 1);
-  ncclComm_t world[G], tp[G], dp[G];
-  cudaStream_t sTp[G], sDp[G];
-  void* buf[G];
+  ncclComm_t *world = calloc(G, sizeof(ncclComm_t)), *tp = calloc(G, sizeof(ncclComm_t)),
+             *dp = calloc(G, sizeof(ncclComm_t));
+  cudaStream_t *sTp = calloc(G, sizeof(cudaStream_t)), *sDp = calloc(G, sizeof(cudaStream_t));
+  void** buf = calloc(G, sizeof(void*));
   *tpUs = *dpOneUs = *dpAllUs = *tpBothUs = *dpBothUs = 0;
   CHECK(ncclCommInitAll(world, G, NULL) == ncclSuccess, "ncclCommInitAll(%d)", G);
   ncclGroupStart();
@@ -434,6 +435,7 @@ static void tpdpRun(int nics, size_t bytes, double* tpUs, double* dpOneUs, doubl
   }
   for (int r = 0; r < G; r++) ncclCommDestroy(tp[r]), ncclCommDestroy(dp[r]);
   for (int r = 0; r < G; r++) ncclCommDestroy(world[r]);
+  free(world), free(tp), free(dp), free(sTp), free(sDp), free(buf);
   unlink(fabricPath);
 }
 
@@ -457,9 +459,24 @@ static void caseTpDp(void) {
         dpAll, dpBoth);
 }
 
+/* Not a ctest: the cost of a joint batch at scale (docs/simulation.md):
+ * test_simshare tpdp_scale HOSTS, 64 MB on TP splits by host and DP splits
+ * by local rank, a NIC per GPU. */
+static void caseTpDpScale(int hosts) {
+  G = 8 * hosts;
+  double tp = 0, dpOne = 0, dpAll = 0, tpBoth = 0, dpBoth = 0;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  tpdpRun(8, 64 << 20, &tp, &dpOne, &dpAll, &tpBoth, &dpBoth);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  printf("%d GPUs: TP alone %.1f us, one DP split %.1f us, all DP splits %.1f us, TP and DP at once %.1f and %.1f us; "
+         "%.2f s wall\n", G, tp, dpOne, dpAll, tpBoth, dpBoth,
+         (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec));
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_simshare p2p|allreduce|streams|disjoint|outputs|threads|tpdp\n");
+    fprintf(stderr, "usage: test_simshare p2p|allreduce|streams|disjoint|outputs|threads|tpdp|tpdp_scale HOSTS\n");
     return 2;
   }
   if (!strcmp(argv[1], "p2p")) caseP2p();
@@ -469,6 +486,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "outputs")) caseOutputs();
   else if (!strcmp(argv[1], "threads")) caseThreads();
   else if (!strcmp(argv[1], "tpdp")) caseTpDp();
+  else if (!strcmp(argv[1], "tpdp_scale") && argc > 2) caseTpDpScale(atoi(argv[2]));
   else return 2;
   if (failures) {
     printf("%d checks failed\n", failures);
