@@ -36,9 +36,9 @@ struct cpurtSimEnd {
 
 static pthread_mutex_t endLock = PTHREAD_MUTEX_INITIALIZER;
 /* libnccl's hook (anycclCpuSimSetNeed): called unlocked with 1 when a
- * stream starts waiting for an unresolved end, 2 as it goes on waiting, 0
- * when the wait ended. */
-static _Atomic(void (*)(int)) simNeed;
+ * stream starts waiting for the unresolved end `end` (a handle of
+ * anycclCpuSimOpDefer), 2 as it goes on waiting, 0 when the wait ended. */
+static _Atomic(void (*)(int, void *)) simNeed;
 static pthread_cond_t endCond = PTHREAD_COND_INITIALIZER;
 
 static void endUnref(struct cpurtSimEnd *e) { /* endLock held */
@@ -59,13 +59,13 @@ int64_t cpurtSimStreamVt(struct cpurtStream *s) {
     t = atomic_load(&s->vt);
   } else {
     int64_t deadline = cpurtNowNs() + waitLimitSec() * 1000000000;
-    void (*need)(int) = atomic_load(&simNeed);
+    void (*need)(int, void *) = atomic_load(&simNeed);
     int told = 0;
     e->refs++; /* kept while this waits: the stream may drop it meanwhile */
     while (!e->resolved) {
       if (need) { /* the end may wait for this need (libnccl models collectives lazily): say it, unlocked */
         pthread_mutex_unlock(&endLock);
-        need(told ? 2 : 1);
+        need(told ? 2 : 1, e);
         pthread_mutex_lock(&endLock);
         told = 1;
         if (e->resolved) break;
@@ -87,7 +87,7 @@ int64_t cpurtSimStreamVt(struct cpurtStream *s) {
     endUnref(e);
     if (told) {
       pthread_mutex_unlock(&endLock);
-      need(0);
+      need(0, NULL);
       return t;
     }
   }
@@ -178,7 +178,7 @@ CPURT_API void anycclCpuSimResolve(void *const *handles, int n, const double *en
 /* The hook a stream calls when it needs an end not yet resolved (see
  * simNeed): libnccl's sim executor models collectives of several
  * communicators of one cluster together, when their time is needed. */
-CPURT_API void anycclCpuSimSetNeed(void (*need)(int)) { atomic_store(&simNeed, need); }
+CPURT_API void anycclCpuSimSetNeed(void (*need)(int, void *)) { atomic_store(&simNeed, need); }
 
 /* Inside a stream op: it ends at `end` seconds (never before it started). */
 CPURT_API void anycclCpuSimOpSetEnd(double end) {

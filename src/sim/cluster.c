@@ -1,9 +1,9 @@
 /* Clusters: a root world and the worlds split or shrunk from it share one
  * fabric and one virtual clock (docs/simulation.md, "Communicators of one
  * cluster"). While a cluster has more than one world, a collective that
- * every rank launched is queued instead of modelled; a stream that needs an
- * end not yet known (anyccl-cpu calls simNeed before it waits) models every
- * queued collective of every cluster: one world's alone, as ever
+ * every rank launched is queued instead of modelled; a stream that needs a
+ * queued collective's end (anyccl-cpu calls simNeed before it waits)
+ * models every queued collective of its cluster: one world's alone, as ever
  * (simModelCollective), several worlds' together (joint.c), so that
  * collectives launched before any of their times was needed overlap and
  * share links. */
@@ -23,25 +23,33 @@ struct simCluster {
   struct simCluster *prev, *next;
 };
 
-static pthread_mutex_t clustersLock = PTHREAD_MUTEX_INITIALIZER; /* the list; held while flushing them all */
+static pthread_mutex_t clustersLock = PTHREAD_MUTEX_INITIALIZER; /* the list; held while simNeed flushes */
 static struct simCluster* clusters;
 static atomic_int waiters; /* streams waiting for an end now */
 static pthread_once_t needOnce = PTHREAD_ONCE_INIT;
 
-static void flushAll(void) {
-  pthread_mutex_lock(&clustersLock);
-  for (struct simCluster* c = clusters; c; c = c->next) simClusterFlush(c);
-  pthread_mutex_unlock(&clustersLock);
+/* 1 when the cluster's queue holds the launch whose end is `end` (a handle of simOpDefer). */
+static int queueHolds(struct simCluster* c, void* end) {
+  int found = 0;
+  pthread_mutex_lock(&c->lock);
+  for (int j = 0; j < c->nqueue && !found; j++)
+    for (int r = 0; r < c->queue[j].w->n && !found; r++) found = c->queue[j].s->ends[r] == end;
+  pthread_mutex_unlock(&c->lock);
+  return found;
 }
 
-/* anyccl-cpu: 1, a stream starts waiting for an end; 2, it still waits; 0, it is done waiting. */
-static void simNeed(int what) {
+/* anyccl-cpu: 1, a stream starts waiting for `end`; 2, it still waits; 0,
+ * it is done waiting. The cluster whose queue holds that end is modelled. */
+static void simNeed(int what, void* end) {
   if (what == 1) atomic_fetch_add(&waiters, 1);
   if (what == 0) {
     atomic_fetch_sub(&waiters, 1);
     return;
   }
-  flushAll();
+  pthread_mutex_lock(&clustersLock);
+  for (struct simCluster* c = clusters; c; c = c->next)
+    if (queueHolds(c, end)) simClusterFlush(c);
+  pthread_mutex_unlock(&clustersLock);
 }
 
 static void needInit(void) {

@@ -4,7 +4,7 @@
  * before either's time was needed, and get all of it when serialized by a
  * wait or a stream; splits on disjoint links do not slow each other. Times
  * against the model's formula computed by hand. One case per run:
- *   p2p allreduce streams disjoint outputs threads tpdp */
+ *   p2p allreduce streams disjoint outputs threads tpdp clusters */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -81,16 +81,18 @@ static void teardown(struct pair* p) {
 /* One operation on the split `comms` of parity `odd` (GPUs odd and 2 + odd), on streams st. */
 typedef void (*opFn)(struct pair* p, ncclComm_t* comms, int odd, cudaStream_t* st);
 
-/* Its rank 0 (host 0) sends BYTES to its rank 1 (host 1). */
-static void sendOp(struct pair* p, ncclComm_t* comms, int odd, cudaStream_t* st) {
+/* Its rank 0 (host 0) sends `bytes` to its rank 1 (host 1). */
+static void sendBytes(struct pair* p, ncclComm_t* comms, int odd, cudaStream_t* st, size_t bytes) {
   int r0 = odd, r1 = 2 + odd;
   ncclGroupStart();
   cudaSetDevice(r0);
-  ncclSend(p->buf[r0], BYTES, ncclChar, 1, comms[r0], st[r0]);
+  ncclSend(p->buf[r0], bytes, ncclChar, 1, comms[r0], st[r0]);
   cudaSetDevice(r1);
-  ncclRecv(p->buf[r1], BYTES, ncclChar, 0, comms[r1], st[r1]);
+  ncclRecv(p->buf[r1], bytes, ncclChar, 0, comms[r1], st[r1]);
   ncclGroupEnd();
 }
+
+static void sendOp(struct pair* p, ncclComm_t* comms, int odd, cudaStream_t* st) { sendBytes(p, comms, odd, st, BYTES); }
 
 static void allReduceOp(struct pair* p, ncclComm_t* comms, int odd, cudaStream_t* st) {
   ncclGroupStart();
@@ -286,6 +288,40 @@ static int flowsOn(const char* path, int link, double* firstStart, double* first
   return n;
 }
 
+/* Two clusters (two parents from two unique ids, each with its splits, on
+ * the same 4 GPUs): a wait for one cluster's collective models that
+ * cluster's queue only. Cluster Y queues a send on its even split; cluster
+ * X's small send (tX us) is waited for; then Y's odd split sends. Y's two
+ * sends were never waited for: they meet. The even one moves alone at the
+ * whole NIC for tX, then both at half: it ends at launch + step + route +
+ * 2 B/bw - tX, the odd one tX later. */
+static void caseClusters(void) {
+  struct pair x, y;
+  setup(&x, 1);
+  setup(&y, 1); /* the same fabric file, written again */
+  for (int r = 0; r < 4; r++) {
+    cudaSetDevice(r);
+    cudaStreamSynchronize(x.s[r]), cudaStreamSynchronize(y.s[r]);
+  }
+  cudaEvent_t e0 = recordOn(0, y.s[0]);
+  sendOp(&y, y.a, 0, y.s);
+  sendBytes(&x, x.a, 0, x.s, 1024);
+  cudaEvent_t ex = recordOn(2, x.s[2]);
+  double tX = usBetween(e0, ex);
+  sendOp(&y, y.a, 1, y.s);
+  cudaEvent_t e1 = recordOn(2, y.s[2]), e2 = recordOn(3, y.s[3]);
+  double even = usBetween(e0, e1), odd = usBetween(e0, e2);
+  double wantEven = LAUNCH_US + STEP_US + ROUTE_US + 2 * xferUs - tX;
+  printf("two clusters: X's 1 KB send ends at %.3f us; Y's sends end at %.3f and %.3f us (by hand %.3f, %.3f)\n", tX,
+         even, odd, wantEven, wantEven + tX);
+  CHECK(tX < 20, "X's small send: %.3f us", tX);
+  CHECK(near(even, wantEven, 1e-5) && near(odd, wantEven + tX, 1e-5), "Y: %.3f and %.3f us, want %.3f and %.3f", even,
+        odd, wantEven, wantEven + tX);
+  cudaEventDestroy(e0), cudaEventDestroy(ex), cudaEventDestroy(e1), cudaEventDestroy(e2);
+  teardown(&y);
+  teardown(&x);
+}
+
 /* Output files (ANYCCL_SIM_FLOWS set by ctest, maybe ANYCCL_TRACE):
  * all-reduces on both splits at once. Each split writes its own flow file
  * (the parent's, then .1 and .2 for the splits), on the one clock: both
@@ -476,7 +512,7 @@ static void caseTpDpScale(int hosts) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_simshare p2p|allreduce|streams|disjoint|outputs|threads|tpdp|tpdp_scale HOSTS\n");
+    fprintf(stderr, "usage: test_simshare p2p|allreduce|streams|disjoint|outputs|threads|tpdp|clusters|tpdp_scale HOSTS\n");
     return 2;
   }
   if (!strcmp(argv[1], "p2p")) caseP2p();
@@ -486,6 +522,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "outputs")) caseOutputs();
   else if (!strcmp(argv[1], "threads")) caseThreads();
   else if (!strcmp(argv[1], "tpdp")) caseTpDp();
+  else if (!strcmp(argv[1], "clusters")) caseClusters();
   else if (!strcmp(argv[1], "tpdp_scale") && argc > 2) caseTpDpScale(atoi(argv[2]));
   else return 2;
   if (failures) {
