@@ -85,7 +85,8 @@ static void roundFinish(struct jColl* c) {
   }
   simAccRound(&c->run.acc, b);
   simAccFlush(c->w, &c->run.acc, 1);
-  if (c->tracks) simTrackRound(c->w, &c->ft, b, c->plans[0]->seq, c->what, c->k, c->roundT, c->stepLat, c->run.laneBase);
+  if (c->tracks)
+    simTrackRound(c->w, &c->ft, b, c->plans[0]->seq, c->what, c->k, c->roundT, c->stepLat, c->run.laneBase);
   c->w->nextFlowId += b->n;
   if (c->run.tracing)
     simTraceRound(&c->run.st, b->flows, b->info, b->lat, b->n, c->run.laneBase, c->roundT, c->stepLat, roundEnd);
@@ -183,7 +184,8 @@ static ncclResult_t runAll(struct jState* s) {
       if ((s->c[ci].state == J_PHASE || s->c[ci].state == J_ROUND) && s->c[ci].nextAt < next) next = s->c[ci].nextAt;
     if (!isfinite(next)) { /* every collective ended (or a flow can never end: no rate) */
       if (s->nact == 0) return ncclSuccess;
-      WARN("sim: a flow of launch %llu has no rate on the fabric's links", (unsigned long long)s->c[s->act[0].c].plans[0]->seq);
+      WARN("sim: a flow of launch %llu has no rate on the fabric's links",
+           (unsigned long long)s->c[s->act[0].c].plans[0]->seq);
       return ncclInternalError;
     }
     double dt = next - now;

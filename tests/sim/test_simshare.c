@@ -92,7 +92,9 @@ static void sendBytes(struct pair* p, ncclComm_t* comms, int odd, cudaStream_t* 
   ncclGroupEnd();
 }
 
-static void sendOp(struct pair* p, ncclComm_t* comms, int odd, cudaStream_t* st) { sendBytes(p, comms, odd, st, BYTES); }
+static void sendOp(struct pair* p, ncclComm_t* comms, int odd, cudaStream_t* st) {
+  sendBytes(p, comms, odd, st, BYTES);
+}
 
 static void allReduceOp(struct pair* p, ncclComm_t* comms, int odd, cudaStream_t* st) {
   ncclGroupStart();
@@ -342,7 +344,7 @@ static void caseOutputs(void) {
     snprintf(path, sizeof(path), "%s.%d", flows, k + 1);
     n[k] = flowsOn(path, 16, &st[k], &e[k]);
   }
-  printf("flows on host0/nic0/out: %d and %d in the splits' files; the first from %.3f to %.3f us and %.3f to %.3f us\n",
+  printf("flows on host0/nic0/out: %d and %d in the splits' files; the first %.3f-%.3f us and %.3f-%.3f us\n",
          n[0], n[1], st[0], e[0], st[1], e[1]);
   CHECK(n[0] > 0 && n[1] > 0, "both splits' flow files list flows on the shared NIC (%d, %d)", n[0], n[1]);
   CHECK(e[0] > st[1] && e[1] > st[0], "the splits' first flows on the shared NIC overlap in time");
@@ -399,7 +401,8 @@ static void caseThreads(void) {
   clock_gettime(CLOCK_MONOTONIC, &b);
   double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
   for (int r = 0; r < 4; r++) {
-    printf("thread of rank %d: its split's all-reduce %.3f to %.3f us (alone %.3f)\n", r, t[r].minUs, t[r].maxUs, alone);
+    printf("thread of rank %d: its split's all-reduce %.3f to %.3f us (alone %.3f)\n", r, t[r].minUs, t[r].maxUs,
+           alone);
     CHECK(t[r].fails == 0, "rank %d: %d launches failed", r, t[r].fails);
     CHECK(t[r].minUs >= alone * (1 - 1e-5) && t[r].maxUs <= 3 * alone, "rank %d: %.3f to %.3f us, alone %.3f", r,
           t[r].minUs, t[r].maxUs, alone);
@@ -416,7 +419,8 @@ static void caseThreads(void) {
  * nothing meets, every split times as alone. With 2 NICs per host, 4 DP
  * rings share each NIC: a quarter of it each. */
 static int G = 16; /* GPUs: 2 hosts of 8 (tpdp), or more (tpdp_scale) */
-static void tpdpRun(int nics, size_t bytes, double* tpUs, double* dpOneUs, double* dpAllUs, double* tpBothUs, double* dpBothUs) {
+static void tpdpRun(int nics, size_t bytes, double* tpUs, double* dpOneUs, double* dpAllUs, double* tpBothUs,
+                    double* dpBothUs) {
   snprintf(fabricPath, sizeof(fabricPath), "/tmp/anyccl_simshare_%d_tpdp%d.fabric", (int)getpid(), nics);
   FILE* f = fopen(fabricPath, "w");
   if (f == NULL) exit(2);
@@ -512,7 +516,8 @@ static void caseTpDpScale(int hosts) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_simshare p2p|allreduce|streams|disjoint|outputs|threads|tpdp|clusters|tpdp_scale HOSTS\n");
+    fprintf(stderr, "usage: test_simshare p2p|allreduce|streams|disjoint|outputs|threads|tpdp|clusters|"
+                    "tpdp_scale HOSTS\n");
     return 2;
   }
   if (!strcmp(argv[1], "p2p")) caseP2p();
