@@ -72,6 +72,7 @@ struct anycclSimPlace {
   int n, fabricRanks;
   int *gpu, *dev;
   struct simCluster* cluster; /* the parent's (a reference) */
+  int index;                  /* the world's number (flow file, trace), taken at the split's meeting; -1: none */
 };
 /* Parse a fabric file (path NULL: the default, 8 GPUs per host, enough hosts
  * for nranks); *err gets "file:line: field: what" on failure. */
@@ -154,6 +155,8 @@ struct anycclSimWorld {
   uint64_t gatherGen;
   int gatherArrived, gatherReaders;
   int* gatherBuf;                   /* [2n]: color, key */
+  int* gatherColors;                /* [n]: the meeting's colors, sorted, each once */
+  int gatherNColors, gatherIndex;   /* their count; the number of the first one's world */
   int nch;                          /* ring channels (0 until the first comm built the rings) */
   int* ringOrder;                   /* [nch * n] */
   int* ringPos;                     /* [nch * n]: position of rank r in ring c */

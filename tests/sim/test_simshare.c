@@ -347,6 +347,11 @@ static void caseOutputs(void) {
   printf("flows on host0/nic0/out: %d and %d in the splits' files; the first %.3f-%.3f us and %.3f-%.3f us\n",
          n[0], n[1], st[0], e[0], st[1], e[1]);
   CHECK(n[0] > 0 && n[1] > 0, "both splits' flow files list flows on the shared NIC (%d, %d)", n[0], n[1]);
+  /* .1 is color 0's split (GPU 0 -> 2: PCIe out of GPU 0 is link 2), .2 color 1's (link 6) */
+  char path[4096];
+  snprintf(path, sizeof(path), "%s.1", flows);
+  double x, y;
+  CHECK(flowsOn(path, 2, &x, &y) > 0 && flowsOn(path, 6, &x, &y) == 0, "file .1 is not the even split's");
   CHECK(e[0] > st[1] && e[1] > st[0], "the splits' first flows on the shared NIC overlap in time");
 }
 
