@@ -23,7 +23,7 @@ struct simCluster {
   struct simCluster *prev, *next;
 };
 
-static pthread_mutex_t clustersLock = PTHREAD_MUTEX_INITIALIZER; /* the list; held while simNeed flushes */
+static pthread_mutex_t clustersLock = PTHREAD_MUTEX_INITIALIZER; /* the list */
 static struct simCluster* clusters;
 static atomic_int waiters; /* streams waiting for an end now */
 static pthread_once_t needOnce = PTHREAD_ONCE_INIT;
@@ -47,9 +47,13 @@ static void simNeed(int what, void* end) {
     return;
   }
   pthread_mutex_lock(&clustersLock);
-  for (struct simCluster* c = clusters; c; c = c->next)
-    if (queueHolds(c, end)) simClusterFlush(c);
+  struct simCluster* c = clusters;
+  while (c && !queueHolds(c, end)) c = c->next;
+  if (c) simClusterRef(c); /* flushed after the list's lock is let go: it is not held with a world's */
   pthread_mutex_unlock(&clustersLock);
+  if (c == NULL) return;
+  simClusterFlush(c);
+  simClusterUnref(c);
 }
 
 static void needInit(void) {

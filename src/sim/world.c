@@ -27,7 +27,7 @@
 
 static pthread_mutex_t worldsLock = PTHREAD_MUTEX_INITIALIZER;
 static struct anycclSimWorld* worlds;
-static int worldCount;
+static int worldCount; /* worlds numbered so far (atomic: a split's meeting takes numbers under its world's lock) */
 
 static const char simMagic[8] = {'a', 'n', 'y', 's', 'i', 'm', '0', '1'};
 
@@ -200,7 +200,7 @@ static ncclResult_t worldNew(const ncclUniqueId* id, int n, const struct anycclS
   }
   /* the world's number: in order of making, the splits of one ncclCommSplit in order of color (their
    * numbers were taken when the split's ranks met), so that names do not depend on threads */
-  w->index = place && place->index >= 0 ? place->index : worldCount++;
+  w->index = place && place->index >= 0 ? place->index : __atomic_fetch_add(&worldCount, 1, __ATOMIC_RELAXED);
   const char* flows = getenv("ANYCCL_SIM_FLOWS");
   if (flows && flows[0]) {
     char path[4096];
@@ -424,10 +424,7 @@ static void gatherNumber(struct anycclSimWorld* w) {
   for (int i = 0; i < m; i++)
     if (i == 0 || w->gatherColors[i] != w->gatherColors[d - 1]) w->gatherColors[d++] = w->gatherColors[i];
   w->gatherNColors = d;
-  pthread_mutex_lock(&worldsLock);
-  w->gatherIndex = worldCount;
-  worldCount += d;
-  pthread_mutex_unlock(&worldsLock);
+  w->gatherIndex = __atomic_fetch_add(&worldCount, d, __ATOMIC_RELAXED);
 }
 
 /* The number of color's world (-1: NOCOLOR), from the meeting just read. */
