@@ -19,7 +19,8 @@
  * resolved (anycclCpuSimResolve, by the rank that modelled the collective),
  * at most ANYCCL_OP_TIMEOUT seconds (default 600). In sim mode ops that can
  * run at once run on the thread that queues them (stream.c): thousands of
- * streams cost no threads. */
+ * streams cost no threads. Before it waits, a stream tells libnccl that it
+ * needs the end (anycclCpuSimSetNeed), which may resolve it then. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,10 @@ struct cpurtSimEnd {
 };
 
 static pthread_mutex_t endLock = PTHREAD_MUTEX_INITIALIZER;
+/* libnccl's hook (anycclCpuSimSetNeed): called unlocked with 1 when a
+ * stream starts waiting for the unresolved end `end` (a handle of
+ * anycclCpuSimOpDefer), 2 as it goes on waiting, 0 when the wait ended. */
+static _Atomic(void (*)(int, void *)) simNeed;
 static pthread_cond_t endCond = PTHREAD_COND_INITIALIZER;
 
 static void endUnref(struct cpurtSimEnd *e) { /* endLock held */
@@ -54,7 +59,17 @@ int64_t cpurtSimStreamVt(struct cpurtStream *s) {
     t = atomic_load(&s->vt);
   } else {
     int64_t deadline = cpurtNowNs() + waitLimitSec() * 1000000000;
+    void (*need)(int, void *) = atomic_load(&simNeed);
+    int told = 0;
+    e->refs++; /* kept while this waits: the stream may drop it meanwhile */
     while (!e->resolved) {
+      if (need) { /* the end may wait for this need (libnccl models collectives lazily): say it, unlocked */
+        pthread_mutex_unlock(&endLock);
+        need(told ? 2 : 1, e);
+        pthread_mutex_lock(&endLock);
+        told = 1;
+        if (e->resolved) break;
+      }
       if (cpurtNowNs() > deadline) {
         cpurtWarn("sim: a stream waited %lld s for the modelled end of a collective that not every rank launched; "
                   "going on at its start", (long long)waitLimitSec());
@@ -69,6 +84,12 @@ int64_t cpurtSimStreamVt(struct cpurtStream *s) {
       pthread_cond_timedwait(&endCond, &endLock, &until);
     }
     t = e->end > atomic_load(&s->vt) ? e->end : atomic_load(&s->vt);
+    endUnref(e);
+    if (told) {
+      pthread_mutex_unlock(&endLock);
+      need(0, NULL);
+      return t;
+    }
   }
   pthread_mutex_unlock(&endLock);
   return t;
@@ -153,6 +174,11 @@ CPURT_API void anycclCpuSimResolve(void *const *handles, int n, const double *en
   pthread_cond_broadcast(&endCond);
   pthread_mutex_unlock(&endLock);
 }
+
+/* The hook a stream calls when it needs an end not yet resolved (see
+ * simNeed): libnccl's sim executor models collectives of several
+ * communicators of one cluster together, when their time is needed. */
+CPURT_API void anycclCpuSimSetNeed(void (*need)(int, void *)) { atomic_store(&simNeed, need); }
 
 /* Inside a stream op: it ends at `end` seconds (never before it started). */
 CPURT_API void anycclCpuSimOpSetEnd(double end) {

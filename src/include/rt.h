@@ -51,6 +51,7 @@ struct anycclRt {
   void (*simOpSetEnd)(double end);
   void* (*simOpDefer)(void);                                   /* the op's end comes later ... */
   void (*simResolve)(void* const* handles, int n, const double* ends); /* ... here */
+  void (*simSetNeed)(void (*need)(int, void*)); /* optional (NULL): a stream about to wait for an unresolved end calls need */
 };
 
 extern struct anycclRt anycclRt;

@@ -18,6 +18,48 @@ static double bound(const struct simFlow* f, const double* cap, const int* cnt) 
   return b;
 }
 
+void simFlowsFill(const struct simFlow* flows, const int* act, int nact, const double* linkBps, double* cap, int* cnt,
+                  double* rate) {
+  for (int a = 0; a < nact; a++) {
+    const struct simFlow* f = &flows[act[a]];
+    for (int k = 0; k < f->nlinks; k++) {
+      cap[f->links[k]] = linkBps[f->links[k]];
+      cnt[f->links[k]] = 0;
+    }
+  }
+  for (int a = 0; a < nact; a++) {
+    const struct simFlow* f = &flows[act[a]];
+    for (int k = 0; k < f->nlinks; k++) cnt[f->links[k]]++;
+    rate[act[a]] = -1;
+  }
+  int unfrozen = nact;
+  while (unfrozen > 0) {
+    double best = INFINITY;
+    for (int a = 0; a < nact; a++) {
+      int i = act[a];
+      if (rate[i] >= 0) continue;
+      double b = bound(&flows[i], cap, cnt);
+      if (b < best) best = b;
+    }
+    if (!isfinite(best)) best = 1e30; /* no link, no cap: instant */
+    double tol = best * (1 + 1e-12);
+    for (int a = 0; a < nact; a++) {
+      int i = act[a];
+      if (rate[i] >= 0) continue;
+      double b = bound(&flows[i], cap, cnt);
+      if (b > tol) continue;
+      rate[i] = best;
+      unfrozen--;
+      for (int k = 0; k < flows[i].nlinks; k++) {
+        int l = flows[i].links[k];
+        cap[l] -= best;
+        if (cap[l] < 0) cap[l] = 0;
+        cnt[l]--;
+      }
+    }
+  }
+}
+
 ncclResult_t simFlowsRun(struct simFlow* flows, int nflows, const double* linkBps, int nLinks) {
   double* cap = malloc(sizeof(double) * nLinks);
   int* cnt = calloc(nLinks, sizeof(int));
@@ -36,45 +78,7 @@ ncclResult_t simFlowsRun(struct simFlow* flows, int nflows, const double* linkBp
   }
   double t = 0;
   while (nact > 0) {
-    /* progressive filling over the active flows */
-    for (int a = 0; a < nact; a++) {
-      const struct simFlow* f = &flows[act[a]];
-      for (int k = 0; k < f->nlinks; k++) {
-        cap[f->links[k]] = linkBps[f->links[k]];
-        cnt[f->links[k]] = 0;
-      }
-    }
-    for (int a = 0; a < nact; a++) {
-      const struct simFlow* f = &flows[act[a]];
-      for (int k = 0; k < f->nlinks; k++) cnt[f->links[k]]++;
-      rate[act[a]] = -1;
-    }
-    int unfrozen = nact;
-    while (unfrozen > 0) {
-      double best = INFINITY;
-      for (int a = 0; a < nact; a++) {
-        int i = act[a];
-        if (rate[i] >= 0) continue;
-        double b = bound(&flows[i], cap, cnt);
-        if (b < best) best = b;
-      }
-      if (!isfinite(best)) best = 1e30; /* no link, no cap: instant */
-      double tol = best * (1 + 1e-12);
-      for (int a = 0; a < nact; a++) {
-        int i = act[a];
-        if (rate[i] >= 0) continue;
-        double b = bound(&flows[i], cap, cnt);
-        if (b > tol) continue;
-        rate[i] = best;
-        unfrozen--;
-        for (int k = 0; k < flows[i].nlinks; k++) {
-          int l = flows[i].links[k];
-          cap[l] -= best;
-          if (cap[l] < 0) cap[l] = 0;
-          cnt[l]--;
-        }
-      }
-    }
+    simFlowsFill(flows, act, nact, linkBps, cap, cnt, rate);
     /* the next end */
     double dt = INFINITY;
     for (int a = 0; a < nact; a++) {

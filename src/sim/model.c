@@ -108,6 +108,57 @@ static void writeFlows(struct anycclSimWorld* w, const struct simBuilder* b, uin
   }
 }
 
+void simTrackFree(struct simFlowTrack* ft) {
+  free(ft->prevOut), free(ft->prevIn), free(ft->curOut), free(ft->curIn);
+  memset(ft, 0, sizeof(*ft));
+}
+
+ncclResult_t simTrackPhase(struct simFlowTrack* ft, size_t nl) {
+  simTrackFree(ft);
+  ft->prevOut = malloc(sizeof(int64_t) * (nl + 1)), ft->prevIn = malloc(sizeof(int64_t) * (nl + 1));
+  ft->curOut = malloc(sizeof(int64_t) * (nl + 1)), ft->curIn = malloc(sizeof(int64_t) * (nl + 1));
+  if (!ft->prevOut || !ft->prevIn || !ft->curOut || !ft->curIn) return ncclSystemError;
+  ft->nl = nl;
+  for (size_t i = 0; i < nl; i++) ft->prevOut[i] = ft->prevIn[i] = -1;
+  return ncclSuccess;
+}
+
+void simTrackRound(struct anycclSimWorld* w, struct simFlowTrack* ft, const struct simBuilder* b, uint64_t seq,
+                   const char* what, int k, double t, double stepLat, const int* laneBase) {
+  size_t nl = ft->nl;
+  memcpy(ft->curOut, ft->prevOut, sizeof(int64_t) * nl);
+  memcpy(ft->curIn, ft->prevIn, sizeof(int64_t) * nl);
+  writeFlows(w, b, seq, what, k, t, stepLat, w->nextFlowId, ft->prevOut, ft->prevIn, laneBase);
+  for (int i = 0; i < b->n; i++) {
+    const struct simRoundFlow* rf = &b->info[i];
+    ft->curOut[laneBase[rf->src] + rf->lane] = (int64_t)(w->nextFlowId + i);
+    if (rf->dst != rf->src && rf->lane < laneBase[rf->dst + 1] - laneBase[rf->dst])
+      ft->curIn[laneBase[rf->dst] + rf->lane] = (int64_t)(w->nextFlowId + i);
+  }
+  int64_t* x = ft->prevOut;
+  ft->prevOut = ft->curOut, ft->curOut = x;
+  x = ft->prevIn, ft->prevIn = ft->curIn, ft->curIn = x;
+}
+
+ncclResult_t simPhaseLanes(struct anycclPlan** plans, int n, int p, int* laneBase, int** lr, int* rounds) {
+  laneBase[0] = 0;
+  for (int r = 0; r < n; r++) laneBase[r + 1] = laneBase[r] + plans[r]->phases[p].nlanes;
+  size_t nl = (size_t)laneBase[n];
+  free(*lr);
+  *lr = malloc(sizeof(int) * (nl + 1));
+  *rounds = 0;
+  if (*lr == NULL) return ncclSystemError;
+  for (int r = 0; r < n; r++) {
+    const struct anycclPhase* ph = &plans[r]->phases[p];
+    for (int li = 0; li < ph->nlanes; li++) {
+      int k = simLaneRounds(&ph->lanes[li]);
+      (*lr)[laneBase[r] + li] = k;
+      if (k > *rounds) *rounds = k;
+    }
+  }
+  return ncclSuccess;
+}
+
 /* The protocol a GPU would use: LL up to llThreshold bytes, by the
  * collective's size, or by the operation's for send/receive lanes. */
 int simIsLL(const struct ncclComm* comm, const struct anycclPhase* ph, const struct anycclLane* l, int k) {
@@ -301,7 +352,7 @@ static ncclResult_t lockstepRun(struct anycclSimWorld* w, struct anycclPlan** pl
   struct simTrace* st = &run.st;
   int tracing = run.tracing, *laneBase = run.laneBase;
   int* lr = NULL;
-  int64_t *prevOut = NULL, *prevIn = NULL, *curOut = NULL, *curIn = NULL;
+  struct simFlowTrack ft = {0};
   uint64_t* sigs = NULL;
   double* lats = NULL;
   if (res != ncclSuccess) goto out;
@@ -318,34 +369,10 @@ static ncclResult_t lockstepRun(struct anycclSimWorld* w, struct anycclPlan** pl
     double tPhase = t;
     t += cal->launchUs * 1e-6;
     int rounds = 0;
-    laneBase[0] = 0;
-    for (int r = 0; r < n; r++) laneBase[r + 1] = laneBase[r] + plans[r]->phases[p].nlanes;
+    NCCLCHECKGOTO(simPhaseLanes(plans, n, p, laneBase, &lr, &rounds), res, out);
     size_t nl = (size_t)laneBase[n];
     NCCLCHECKGOTO(simTracePhase(st, laneBase, n, tPhase, t), res, out);
-    free(lr);
-    lr = malloc(sizeof(int) * (nl + 1));
-    if (lr == NULL) {
-      res = ncclSystemError;
-      break;
-    }
-    for (int r = 0; r < n; r++) {
-      const struct anycclPhase* ph = &plans[r]->phases[p];
-      for (int li = 0; li < ph->nlanes; li++) {
-        int k = simLaneRounds(&ph->lanes[li]);
-        lr[laneBase[r] + li] = k;
-        if (k > rounds) rounds = k;
-      }
-    }
-    if (tracks) {
-      free(prevOut), free(prevIn), free(curOut), free(curIn);
-      prevOut = malloc(sizeof(int64_t) * nl), prevIn = malloc(sizeof(int64_t) * nl);
-      curOut = malloc(sizeof(int64_t) * nl), curIn = malloc(sizeof(int64_t) * nl);
-      if (!prevOut || !prevIn || !curOut || !curIn) {
-        res = ncclSystemError;
-        break;
-      }
-      for (size_t i = 0; i < nl; i++) prevOut[i] = prevIn[i] = -1;
-    }
+    if (tracks) NCCLCHECKGOTO(simTrackPhase(&ft, nl), res, out);
     const char* what = plans[0]->phases[p].what ? plans[0]->phases[p].what : "phase";
     free(sigs), free(lats);
     sigs = malloc(sizeof(uint64_t) * (rounds + 1));
@@ -377,20 +404,7 @@ static ncclResult_t lockstepRun(struct anycclSimWorld* w, struct anycclPlan** pl
         if (e > roundEnd) roundEnd = e;
       }
       simAccRound(acc, b);
-      if (tracks) {
-        memcpy(curOut, prevOut, sizeof(int64_t) * nl);
-        memcpy(curIn, prevIn, sizeof(int64_t) * nl);
-        writeFlows(w, b, plans[0]->seq, what, k, t, stepLat, w->nextFlowId, prevOut, prevIn, laneBase);
-        for (int i = 0; i < b->n; i++) {
-          const struct simRoundFlow* rf = &b->info[i];
-          curOut[laneBase[rf->src] + rf->lane] = (int64_t)(w->nextFlowId + i);
-          if (rf->dst != rf->src && rf->lane < laneBase[rf->dst + 1] - laneBase[rf->dst])
-            curIn[laneBase[rf->dst] + rf->lane] = (int64_t)(w->nextFlowId + i);
-        }
-        int64_t* x = prevOut;
-        prevOut = curOut, curOut = x;
-        x = prevIn, prevIn = curIn, curIn = x;
-      }
+      if (tracks) simTrackRound(w, &ft, b, plans[0]->seq, what, k, t, stepLat, laneBase);
       w->nextFlowId += b->n;
       if (tracing) simTraceRound(st, b->flows, b->info, b->lat, b->n, laneBase, t, stepLat, roundEnd);
       t += roundEnd;
@@ -402,7 +416,7 @@ static ncclResult_t lockstepRun(struct anycclSimWorld* w, struct anycclPlan** pl
 out:
   simRunEnd(&run);
   free(sigs), free(lats), free(lr);
-  free(prevOut), free(prevIn), free(curOut), free(curIn);
+  simTrackFree(&ft);
   *end = t;
   return res;
 }

@@ -61,6 +61,21 @@ void simAccFree(struct simLinkAcc* a);
 /* Add a round's flows (rates computed) to the accumulator. */
 void simAccRound(struct simLinkAcc* a, const struct simBuilder* b);
 void simAccFlush(struct anycclSimWorld* w, struct simLinkAcc* a, double repeat);
+/* A phase's lanes: laneBase[n + 1] (each rank's first lane), *lr (each
+ * lane's rounds, reallocated) and the most of them in *rounds. */
+ncclResult_t simPhaseLanes(struct anycclPlan** plans, int n, int p, int* laneBase, int** lr, int* rounds);
+/* The flow file's lines of a phase's rounds, with each flow's parents: the
+ * latest flows out of and into its lane. */
+struct simFlowTrack {
+  int64_t *prevOut, *prevIn, *curOut, *curIn;
+  size_t nl;
+};
+ncclResult_t simTrackPhase(struct simFlowTrack* ft, size_t nl);
+/* Round k (flows' ends set, relative to t) into the flow file; the caller
+ * then adds b->n to w->nextFlowId. */
+void simTrackRound(struct anycclSimWorld* w, struct simFlowTrack* ft, const struct simBuilder* b, uint64_t seq,
+                   const char* what, int k, double t, double stepLat, const int* laneBase);
+void simTrackFree(struct simFlowTrack* ft);
 /* One line of the flow file; parents p1, p2 (-1: none). */
 void simWriteFlow(struct anycclSimWorld* w, uint64_t id, int64_t p1, int64_t p2, uint64_t seq, const char* what,
                   int src, int dst, double bytes, int lane, int round, const int* links, int nlinks, double start,

@@ -67,9 +67,12 @@ static inline int simGpuOf(const struct simFabric* f, int r) { return f->gpuOf ?
 /* Where a world's ranks sit when it is not rank r on GPU r (ncclCommSplit,
  * ncclCommShrink): the fabric made for fabricRanks ranks, rank r on GPU
  * gpu[r] as device dev[r]. */
+struct simCluster;
 struct anycclSimPlace {
   int n, fabricRanks;
   int *gpu, *dev;
+  struct simCluster* cluster; /* the parent's (a reference) */
+  int index;                  /* the world's number (flow file, trace), taken at the split's meeting; -1: none */
 };
 /* Parse a fabric file (path NULL: the default, 8 GPUs per host, enough hosts
  * for nranks); *err gets "file:line: field: what" on failure. */
@@ -116,12 +119,17 @@ struct simFlow {
 /* All flows start at time 0; rates are max-min fair (progressive filling),
  * recomputed whenever a flow ends. Fills flows[i].end. linkBps: capacities. */
 ncclResult_t simFlowsRun(struct simFlow* flows, int nflows, const double* linkBps, int nLinks);
+/* One progressive filling: the max-min fair rates of flows act[0..nact)
+ * into rate[] (by flow index); cap and cnt: scratch, one per link. */
+void simFlowsFill(const struct simFlow* flows, const int* act, int nact, const double* linkBps, double* cap, int* cnt,
+                  double* rate);
 
 /* ---- worlds ----------------------------------------------------------------- */
 struct anycclPlan;
 struct simSlot {
   uint64_t seq;
   int arrived, done;
+  int queued;                /* every rank posted; modelled when its time is needed (cluster.c) */
   ncclResult_t res;
   double end;
   struct anycclPlan** plans; /* [n] */
@@ -137,6 +145,8 @@ struct anycclSimWorld {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   struct simFabric fabric;
+  struct simCluster* cluster;       /* the worlds split from one root world (cluster.c); NULL: none */
+  int inCluster;                    /* counted in the cluster's worlds */
   struct anycclPeerInfo* peerInfo;  /* [n], shared by the world's comms */
   int* gpu;                         /* [n] rank -> fabric GPU (fabric.gpuOf), or NULL: rank r is GPU r */
   int nHosts;                       /* hosts the ranks are on */
@@ -145,6 +155,8 @@ struct anycclSimWorld {
   uint64_t gatherGen;
   int gatherArrived, gatherReaders;
   int* gatherBuf;                   /* [2n]: color, key */
+  int* gatherColors;                /* [n]: the meeting's colors, sorted, each once */
+  int gatherNColors, gatherIndex;   /* their count; the number of the first one's world */
   int nch;                          /* ring channels (0 until the first comm built the rings) */
   int* ringOrder;                   /* [nch * n] */
   int* ringPos;                     /* [nch * n]: position of rank r in ring c */
@@ -182,6 +194,32 @@ ncclResult_t simModelCollective(struct anycclSimWorld* w, struct anycclPlan** pl
                                 double* end, double* rankEnd);
 void simLinkSummary(struct anycclSimWorld* w, FILE* out, int top);
 
+/* ---- clusters (cluster.c) and their joint model (joint.c) ---------------------
+ * A root world and every world split or shrunk from it (and from those)
+ * are one cluster: one fabric, one virtual clock. While a cluster has more
+ * than one world, a collective every rank launched waits in the cluster's
+ * queue (lock-step model) until a stream needs the end of one (anyccl-cpu
+ * calls simNeed before it waits); then the queue is modelled: alone when it
+ * holds one world's collectives, else together (simJointRun). */
+struct simJob {
+  struct anycclSimWorld* w;
+  struct simSlot* s;
+  double end;
+};
+struct simCluster* simClusterNew(void);
+void simClusterRef(struct simCluster* c);
+void simClusterUnref(struct simCluster* c);
+void simClusterWorlds(struct simCluster* c, int delta); /* a world joined (+1) or left (-1) */
+/* 1: queue the world's complete collectives instead of modelling them now */
+int simClusterDefers(const struct anycclSimWorld* w);
+void simClusterQueue(struct anycclSimWorld* w, struct simSlot* s);
+/* Model every queued collective of the cluster (serialized per cluster). */
+void simClusterFlush(struct simCluster* c);
+/* The last rank's work on a complete slot (sim_exec.c): resolve every
+ * rank's end (e, or the starts after an error), free the plans, mark it done. */
+void simSlotFinish(struct anycclSimWorld* w, struct simSlot* s, ncclResult_t res, double e);
+ncclResult_t simJointRun(struct simJob* jobs, int njobs);
+
 /* ---- ANYCCL_TRACE (simtrace.c) ----------------------------------------------- */
 /* A flow of a round, with who sends it on which lane. */
 struct simRoundFlow {
@@ -198,6 +236,10 @@ struct simTrace {
 };
 /* 1 when this collective is traced (the trace file is locked until simTraceEnd). */
 int simTraceBegin(struct anycclSimWorld* w, struct simTrace* st, uint64_t seq);
+/* The same in a trace file the caller locked (several communicators'
+ * collectives modelled together, joint.c); the caller sets st->f to NULL
+ * before simTraceEnd and unlocks it once. */
+int simTraceOpen(struct anycclSimWorld* w, struct simTrace* st, uint64_t seq, FILE* f);
 ncclResult_t simTracePhase(struct simTrace* st, const int* laneBase, int n, double tPhase, double tLanes);
 void simTraceRound(struct simTrace* st, const struct simFlow* flows, const struct simRoundFlow* info,
                    const double* lat, int nflows, const int* laneBase, double t, double stepLat,

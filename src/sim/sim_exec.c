@@ -61,13 +61,39 @@ static int stopped(struct ncclComm* comm) {
   return __atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) || __atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE);
 }
 
+void simSlotFinish(struct anycclSimWorld* w, struct simSlot* s, ncclResult_t res, double e) {
+  int n = w->n;
+  for (int r = 0; r < n; r++) {
+    if (res != ncclSuccess) s->endAt[r] = s->start[r];
+    anycclPlanFree(s->plans[r]);
+    s->plans[r] = NULL;
+  }
+  anycclRt.simResolve(s->ends, n, s->endAt);
+  pthread_mutex_lock(&w->lock);
+  if (res != ncclSuccess)
+    for (int r = 0; r < n; r++)
+      if (w->comms[r]) anycclCommSetError(w->comms[r], res);
+  if (res == ncclSuccess && e > w->lastEnd) w->lastEnd = e;
+  s->done = 1;
+  s->queued = 0;
+  pthread_cond_broadcast(&w->cond);
+  pthread_mutex_unlock(&w->lock);
+}
+
 /* Post my plan (the slot owns it from here); the last rank to post models
- * the collective, resolves every rank's deferred end and frees the plans. */
+ * the collective (or queues it in its cluster), resolves every rank's
+ * deferred end and frees the plans. */
 static void simPost(struct ncclComm* comm, struct anycclPlan* plan, double start, void* end) {
   struct anycclSimWorld* w = comm->sim;
   struct simSlot* s = &w->slots[plan->seq & 1];
   int n = w->n;
   pthread_mutex_lock(&w->lock);
+  /* the slot's earlier launch waits in the cluster's queue: model it now */
+  while (s->seq != plan->seq && s->queued && !s->done && !stopped(comm)) {
+    pthread_mutex_unlock(&w->lock);
+    simClusterFlush(w->cluster);
+    pthread_mutex_lock(&w->lock);
+  }
   if (s->seq != plan->seq) {
     if (s->arrived > 0 && !s->done) {
       pthread_mutex_unlock(&w->lock);
@@ -87,24 +113,18 @@ static void simPost(struct ncclComm* comm, struct anycclPlan* plan, double start
   s->start[comm->rank] = start;
   s->ends[comm->rank] = end;
   int last = ++s->arrived == n;
+  int defer = last && simClusterDefers(w);
+  if (defer) s->queued = 1;
   pthread_mutex_unlock(&w->lock);
   if (!last) return;
   /* Every rank posted: nobody else touches the slot until done. */
+  if (defer) {
+    simClusterQueue(w, s);
+    return;
+  }
   double e = 0;
   ncclResult_t res = simModelCollective(w, s->plans, s->start, &e, s->endAt);
-  for (int r = 0; r < n; r++) {
-    if (res != ncclSuccess) s->endAt[r] = s->start[r];
-    anycclPlanFree(s->plans[r]);
-    s->plans[r] = NULL;
-  }
-  anycclRt.simResolve(s->ends, n, s->endAt);
-  pthread_mutex_lock(&w->lock);
-  if (res != ncclSuccess)
-    for (int r = 0; r < n; r++)
-      if (w->comms[r]) anycclCommSetError(w->comms[r], res);
-  if (res == ncclSuccess && e > w->lastEnd) w->lastEnd = e;
-  s->done = 1;
-  pthread_mutex_unlock(&w->lock);
+  simSlotFinish(w, s, res, e);
 }
 
 /* On the stream: no wait here. The stream op ends when the model says

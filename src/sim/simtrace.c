@@ -20,8 +20,14 @@ static void rec(struct simTrace* st, int pid, int kind, double t0, double t1, in
 int simTraceBegin(struct anycclSimWorld* w, struct simTrace* st, uint64_t seq) {
   memset(st, 0, sizeof(*st));
   if (!w->tracing) return 0;
-  st->f = anycclTraceLock();
-  if (st->f == NULL) return 0;
+  FILE* f = anycclTraceLock();
+  return f ? simTraceOpen(w, st, seq, f) : 0;
+}
+
+int simTraceOpen(struct anycclSimWorld* w, struct simTrace* st, uint64_t seq, FILE* f) {
+  memset(st, 0, sizeof(*st));
+  if (!w->tracing || f == NULL) return 0;
+  st->f = f;
   st->w = w;
   st->seq = seq;
   if (!w->traceNamed) {

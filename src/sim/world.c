@@ -27,7 +27,7 @@
 
 static pthread_mutex_t worldsLock = PTHREAD_MUTEX_INITIALIZER;
 static struct anycclSimWorld* worlds;
-static int worldCount;
+static int worldCount; /* worlds numbered so far (atomic: a split's meeting takes numbers under its world's lock) */
 
 static const char simMagic[8] = {'a', 'n', 'y', 's', 'i', 'm', '0', '1'};
 
@@ -42,7 +42,22 @@ ncclResult_t anycclSimUniqueId(ncclUniqueId* out) {
   return ncclSuccess;
 }
 
+/* 1 while a launch of the world waits in its cluster's queue. */
+static int worldQueued(struct anycclSimWorld* w) {
+  pthread_mutex_lock(&w->lock);
+  int q = 0;
+  for (int i = 0; i < 2; i++) q |= w->slots[i].queued && !w->slots[i].done;
+  pthread_mutex_unlock(&w->lock);
+  return q;
+}
+
 static void worldFree(struct anycclSimWorld* w) {
+  if (w->cluster) {
+    while (worldQueued(w)) simClusterFlush(w->cluster); /* its launches still waiting: modelled now */
+    if (w->inCluster) simClusterWorlds(w->cluster, -1);
+    simClusterUnref(w->cluster);
+    w->cluster = NULL;
+  }
   if (w->flowFile) fclose(w->flowFile);
   const char* links = getenv("ANYCCL_SIM_LINKS");
   if (links && links[0] && w->linkBytes) {
@@ -69,6 +84,7 @@ static void worldFree(struct anycclSimWorld* w) {
   if (w->p2pConns) munmap(w->p2pConns, 2 * (size_t)w->n * sizeof(struct anycclConn));
   free(w->peerInfo), free(w->ringOrder), free(w->ringPos), free(w->comms);
   free(w->gpu), free(w->hostOf), free(w->localRank), free(w->localRanks), free(w->gatherBuf);
+  free(w->gatherColors);
   INFO(NCCL_INIT, "sim: world of %d ranks: %llu collectives modelled, %llu taken from the memo", w->n,
        (unsigned long long)w->modelled, (unsigned long long)w->reused);
   simMemoFree(w);
@@ -121,6 +137,8 @@ static ncclResult_t worldNew(const ncclUniqueId* id, int n, const struct anycclS
   if (w == NULL) return ncclSystemError;
   memcpy(w->key, id->internal, sizeof(w->key));
   w->n = n;
+  if (place && place->cluster) simClusterRef(place->cluster);
+  w->cluster = place && place->cluster ? place->cluster : simClusterNew();
   pthread_mutex_init(&w->lock, NULL);
   pthread_cond_init(&w->cond, NULL);
   char err[1024];
@@ -180,11 +198,14 @@ static ncclResult_t worldNew(const ncclUniqueId* id, int n, const struct anycclS
     snprintf(p->hostId, sizeof(p->hostId), "simhost%d", g / gph);
     anycclCommPeerDefaults(p);
   }
+  /* the world's number: in order of making, the splits of one ncclCommSplit in order of color (their
+   * numbers were taken when the split's ranks met), so that names do not depend on threads */
+  w->index = place && place->index >= 0 ? place->index : __atomic_fetch_add(&worldCount, 1, __ATOMIC_RELAXED);
   const char* flows = getenv("ANYCCL_SIM_FLOWS");
   if (flows && flows[0]) {
     char path[4096];
-    if (worldCount == 0) snprintf(path, sizeof(path), "%s", flows);
-    else snprintf(path, sizeof(path), "%s.%d", flows, worldCount);
+    if (w->index == 0) snprintf(path, sizeof(path), "%s", flows);
+    else snprintf(path, sizeof(path), "%s.%d", flows, w->index);
     w->flowFile = fopen(path, "w");
     if (w->flowFile == NULL) {
       WARN("ANYCCL_SIM_FLOWS=%s: cannot create the flow file", path);
@@ -193,10 +214,11 @@ static ncclResult_t worldNew(const ncclUniqueId* id, int n, const struct anycclS
     }
     fprintf(w->flowFile, "flow,parents,launch,collective,src,dst,bytes,channel,step,route,start_us,end_us\n");
   }
-  w->index = worldCount++;
+  simClusterWorlds(w->cluster, +1);
+  w->inCluster = 1;
   if (anycclTraceOn()) {
     w->tracing = 1;
-    w->tracePid = anycclTracePidBase(anycclTraceKey(w->key, sizeof(w->key)));
+    w->tracePid = 1000000 * (w->index < 63 ? w->index : 63); /* as anycclTracePidBase numbers communicators */
   }
   INFO(NCCL_INIT, "sim: world of %d ranks on %s: %d hosts x %d GPUs, %d NICs each, %s, %d links", n,
        w->fabric.name, w->fabric.hosts, gph, w->fabric.nicsPerHost, w->fabric.kind == SIM_RAIL ? "rail" : "fat-tree",
@@ -334,13 +356,17 @@ ncclResult_t anycclSimCommSetup(struct ncclComm* comm, const ncclUniqueId* id) {
 /* ---- split and shrink ------------------------------------------------------- */
 void anycclSimPlaceFree(struct anycclSimPlace* p) {
   if (p == NULL) return;
+  simClusterUnref(p->cluster);
   free(p->gpu), free(p->dev);
   free(p);
 }
 
-static struct anycclSimPlace* placeNew(int n, int fabricRanks) {
+static struct anycclSimPlace* placeNew(const struct anycclSimWorld* parent, int n, int fabricRanks) {
   struct anycclSimPlace* p = calloc(1, sizeof(*p));
   if (p == NULL) return NULL;
+  if (parent->cluster) simClusterRef(parent->cluster);
+  p->cluster = parent->cluster;
+  p->index = -1;
   p->n = n;
   p->fabricRanks = fabricRanks;
   p->gpu = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
@@ -383,7 +409,32 @@ static ncclResult_t gatherWait(struct anycclSimWorld* w, const struct ncclComm* 
   return ncclSuccess;
 }
 
-static ncclResult_t gather(struct ncclComm* parent, int color, int key, int* all, uint64_t* gen) {
+static int cmpInt(const void* a, const void* b) {
+  int x = *(const int*)a, y = *(const int*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The meeting ended (w->lock held): the colors in order, and numbers for their worlds. */
+static void gatherNumber(struct anycclSimWorld* w) {
+  int n = w->n, m = 0;
+  for (int i = 0; i < n; i++)
+    if (w->gatherBuf[2 * i] != NCCL_SPLIT_NOCOLOR) w->gatherColors[m++] = w->gatherBuf[2 * i];
+  qsort(w->gatherColors, m, sizeof(int), cmpInt);
+  int d = 0;
+  for (int i = 0; i < m; i++)
+    if (i == 0 || w->gatherColors[i] != w->gatherColors[d - 1]) w->gatherColors[d++] = w->gatherColors[i];
+  w->gatherNColors = d;
+  w->gatherIndex = __atomic_fetch_add(&worldCount, d, __ATOMIC_RELAXED);
+}
+
+/* The number of color's world (-1: NOCOLOR), from the meeting just read. */
+static int gatherIndexOf(const struct anycclSimWorld* w, int color) {
+  if (color == NCCL_SPLIT_NOCOLOR) return -1;
+  const int* c = bsearch(&color, w->gatherColors, w->gatherNColors, sizeof(int), cmpInt);
+  return c ? w->gatherIndex + (int)(c - w->gatherColors) : -1;
+}
+
+static ncclResult_t gather(struct ncclComm* parent, int color, int key, int* all, uint64_t* gen, int* index) {
   struct anycclSimWorld* w = parent->sim;
   int n = w->n, r = parent->rank;
   int64_t ms = bootstrapTimeoutMs();
@@ -393,13 +444,19 @@ static ncclResult_t gather(struct ncclComm* parent, int color, int key, int* all
   while (w->gatherReaders > 0 && res == ncclSuccess) res = gatherWait(w, parent, start, ms); /* the last meeting is read */
   if (res == ncclSuccess && w->gatherBuf == NULL) {
     w->gatherBuf = malloc(sizeof(int) * 2 * (size_t)n);
-    if (w->gatherBuf == NULL) res = ncclSystemError;
+    w->gatherColors = malloc(sizeof(int) * (size_t)n);
+    if (w->gatherBuf == NULL || w->gatherColors == NULL) {
+      free(w->gatherBuf), free(w->gatherColors);
+      w->gatherBuf = NULL, w->gatherColors = NULL;
+      res = ncclSystemError;
+    }
   }
   if (res == ncclSuccess) {
     uint64_t mine = w->gatherGen;
     w->gatherBuf[2 * r] = color;
     w->gatherBuf[2 * r + 1] = key;
     if (++w->gatherArrived == n) {
+      gatherNumber(w);
       w->gatherArrived = 0;
       w->gatherReaders = n;
       w->gatherGen++;
@@ -409,6 +466,7 @@ static ncclResult_t gather(struct ncclComm* parent, int color, int key, int* all
     if (res == ncclSuccess) {
       memcpy(all, w->gatherBuf, sizeof(int) * 2 * (size_t)n);
       *gen = mine;
+      *index = gatherIndexOf(w, color);
       if (--w->gatherReaders == 0) pthread_cond_broadcast(&w->cond);
     } else if (w->gatherGen == mine) {
       w->gatherArrived--; /* leaving before the meeting ended: not counted */
@@ -439,13 +497,14 @@ ncclResult_t anycclSimSplit(struct ncclComm* parent, int color, int key, int* nN
   int* members = malloc(sizeof(int) * 2 * (size_t)n);
   ncclResult_t res = all && members ? ncclSuccess : ncclSystemError;
   uint64_t gen = 0;
-  if (res == ncclSuccess) res = gather(parent, color, key, all, &gen);
+  int index = -1;
+  if (res == ncclSuccess) res = gather(parent, color, key, all, &gen, &index);
   if (res == ncclSuccess && color != NCCL_SPLIT_NOCOLOR) {
     int m = 0;
     for (int i = 0; i < n; i++)
       if (all[2 * i] == color) members[2 * m] = all[2 * i + 1], members[2 * m + 1] = i, m++;
     qsort(members, m, 2 * sizeof(int), cmpMember);
-    struct anycclSimPlace* p = placeNew(m, w->fabric.hosts * w->fabric.gpusPerHost);
+    struct anycclSimPlace* p = placeNew(w, m, w->fabric.hosts * w->fabric.gpusPerHost);
     if (p == NULL) res = ncclSystemError;
     for (int i = 0; p && i < m; i++) {
       int pr = members[2 * i + 1];
@@ -453,6 +512,7 @@ ncclResult_t anycclSimSplit(struct ncclComm* parent, int color, int key, int* nN
       p->gpu[i] = simGpuOf(&w->fabric, pr);
       p->dev[i] = w->peerInfo[pr].cudaDev;
     }
+    if (p) p->index = index;
     *nNew = m;
     *place = p;
     childId(w, 1, gen, (uint64_t)(uint32_t)color, id);
@@ -496,7 +556,7 @@ ncclResult_t anycclSimShrink(struct ncclComm* parent, const char* excluded, nccl
     seen->next = parent->simShrinks;
     parent->simShrinks = seen;
   }
-  struct anycclSimPlace* p = placeNew(m, w->fabric.hosts * w->fabric.gpusPerHost);
+  struct anycclSimPlace* p = placeNew(w, m, w->fabric.hosts * w->fabric.gpusPerHost);
   if (p == NULL) return ncclSystemError;
   for (int i = 0, k = 0; i < n; i++)
     if (!excluded[i]) {

@@ -2,8 +2,10 @@
 """Checks an ANYCCL_TRACE file (docs/simulation.md, "The trace").
 
   check_trace.py FILE schema RANKS OPS      the format every backend writes: RANKS
-                                            ranks, OPS collectives per rank, ring
-                                            sends/receives that pair up
+                                            ranks (of all communicators), OPS
+                                            collectives per rank, ring sends and
+                                            receives that pair up within each
+                                            communicator (pid // 1000000)
   check_trace.py FILE ring8                 + the sim's times for test_sim's trace
                                             case (8 ranks, one lane, 8 x 64 KB)
 Exit status 0 when every check holds; each failure is printed."""
@@ -53,8 +55,8 @@ def schema(doc, ranks, ops):
             check((tid % 2 == 1) == (side == "Send"), "%s on track %d" % (n, tid))
             check("bytes" in e["args"] and "net" in e["args"], "%s without bytes/net" % n)
             (sends if side == "Send" else recvs)[(pid, op, tid)].append((step, peer))
-            if side == "Send" and peer != pid % 1000000:
-                pairs.add((pid % 1000000, peer, op, step, tid))
+            if side == "Send" and peer != pid % 1000000:  # pid: communicator * 1000000 + rank
+                pairs.add((pid // 1000000, pid % 1000000, peer, op, step, tid))
         else:
             check(n in ("Lane", "BufferWait", "RecvWait"), "unknown event %s" % n)
     for p in rankPids:
@@ -67,7 +69,7 @@ def schema(doc, ranks, ops):
     got = set()
     for (pid, op, tid), lst in recvs.items():
         for step, peer in lst:
-            got.add((peer, pid % 1000000, op, step, tid - 1))
+            got.add((pid // 1000000, peer, pid % 1000000, op, step, tid - 1))
     missing = [p for p in pairs if p not in got]
     check(not missing, "%d sends without their receive, e.g. %s" % (len(missing), missing[:3]))
     counters = [e for e in ev if e.get("ph") == "C"]
