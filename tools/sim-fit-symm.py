@@ -5,14 +5,18 @@ of anyccl's cuda backend on one host, and print each size's error before
 
   tools/sim-fit-symm.py -c topologies/sim_h100.calib [-o new.calib] RUN...
 
-RUN: FILE:ENV, an nccl-tests output (column 1 size, column 6 out-of-place
+RUN: FILE[:ENV], an nccl-tests output (column 1 size, column 6 out-of-place
 time in us; `graph: N` > 0 in its header: ANYCCL_SIM_GRAPH=1) and the
-anyccl settings it ran with (comma-separated VAR=VALUE, may be empty), e.g.
+anyccl settings it ran with (comma-separated VAR=VALUE, may be empty; the
+VAR=VALUE lines of a sim.env beside FILE come first, as in tools/sim-lib.sh),
+e.g.
   simdata/c3/ll/all_reduce-G10-ll512.log:ANYCCL_CUDA_SYMM_LL=524288
+  docs/data/sim-h100/4g/alltoall.anyccl.G1.txt
 Method: coordinate descent on the logs of the symm_* keys (the others stay
-as in -c), minimising the mean squared log(predicted/measured) over every
-size of every run; steps x1.5, x1.2, x1.07, x1.02. Needs build/perf/ (or
-PERF_DIR)."""
+as in -c), minimising the mean squared log(predicted/measured) over the
+sizes that take the one-host kernels (those whose prediction changes with
+ANYCCL_CUDA_SYMM=0) of every run, each run weighing alike; steps x1.5,
+x1.2, x1.07, x1.02. Needs build/perf/ (or PERF_DIR)."""
 import argparse, concurrent.futures, math, os, re, subprocess, sys, tempfile
 
 KEYS = ["symm_launch_us", "symm_graph_launch_us", "symm_ll_block_GBps", "symm_block_GBps", "symm_barrier_us",
@@ -40,7 +44,7 @@ def parse(path):
 
 def coll_of(path):
     base = os.path.basename(path)
-    for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
+    for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"):
         if base.startswith(c):
             return c
     sys.exit("sim-fit-symm: %s: no collective in the name" % path)
@@ -49,7 +53,9 @@ def coll_of(path):
 def predict(run, calib, extra):
     path, env_s, rows, graph, ngpus = run
     env = dict(os.environ, ANYCCL_BACKEND="sim", ANYCCL_SIM_CALIB=calib, ANYCCL_SIM_GRAPH="1" if graph else "0")
-    for kv in filter(None, env_s.split(",")):
+    simenv = os.path.join(os.path.dirname(path), "sim.env")
+    pre = [l.strip() for l in open(simenv) if re.match(r"^[A-Z_0-9]+=\S*$", l.strip())] if os.path.exists(simenv) else []
+    for kv in pre + list(filter(None, env_s.split(","))):
         k, v = kv.split("=", 1)
         env[k] = v
     env.update(extra)
@@ -99,15 +105,23 @@ def main():
     for k in KEYS:
         vals.setdefault(k, defaults[k])
 
+    # the sizes that take the one-host kernels: those whose prediction changes without them
+    cal = os.path.join(tmp, "start.calib")
+    write_calib(a.c, vals, cal)
+    plans = list(POOL.map(lambda r: predict(r, cal, {"ANYCCL_CUDA_SYMM": "0"}), runs))
+    kern = list(POOL.map(lambda r: predict(r, cal, {}), runs))
+    symmSizes = [{s for s in run[2] if s in b and s in k and abs(b[s] - k[s]) > 1e-9}
+                 for run, b, k in zip(runs, plans, kern)]
+
     def objective(v):
         cal = os.path.join(tmp, "try.calib")
         write_calib(a.c, v, cal)
         s, m = 0.0, 0
-        for run, p in zip(runs, POOL.map(lambda r: predict(r, cal, {}), runs)):
-            for size, t in run[2].items():
-                if size in p and p[size] > 0:
-                    s += math.log(p[size] / t) ** 2
-                    m += 1
+        for run, sizes, p in zip(runs, symmSizes, POOL.map(lambda r: predict(r, cal, {}), runs)):
+            e = [math.log(p[size] / run[2][size]) ** 2 for size in sizes if p.get(size, 0) > 0]
+            if e:
+                s += sum(e) / len(e)
+                m += 1
         return s / max(m, 1)
 
     best = objective(vals)
@@ -146,7 +160,8 @@ def main():
     befores = list(POOL.map(lambda r: predict(r, cal, {"ANYCCL_CUDA_SYMM": "0"}), runs))
     afters = list(POOL.map(lambda r: predict(r, cal, {}), runs))
     for run, before, after in zip(runs, befores, afters):
-        name = os.path.basename(run[0]) + (" " + run[1].replace("ANYCCL_CUDA_", "") if run[1] else "")
+        name = os.path.join(os.path.basename(os.path.dirname(run[0])), os.path.basename(run[0])) + \
+            (" " + run[1].replace("ANYCCL_CUDA_", "") if run[1] else "")
         rb, ra = [], []
         for size in sorted(run[2]):
             t = run[2][size]
