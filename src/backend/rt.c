@@ -48,6 +48,7 @@ static void rtLoad(void) {
     *(void**)&rt.simOpSetEnd = lookup("anycclCpuSimOpSetEnd");
     *(void**)&rt.simOpDefer = lookup("anycclCpuSimOpDefer");
     *(void**)&rt.simResolve = lookup("anycclCpuSimResolve");
+    *(void**)&rt.simOpIdle = lookup("anycclCpuSimOpIdle"); /* optional */
     if (!rt.simOpStart || !rt.simOpSetEnd || !rt.simOpDefer || !rt.simResolve) {
       WARN("ANYCCL_BACKEND=sim: this anyccl-cpu lacks the virtual clock (anycclCpuSimOpStart); use the one built "
            "with this libnccl");

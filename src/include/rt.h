@@ -51,6 +51,7 @@ struct anycclRt {
   void (*simOpSetEnd)(double end);
   void* (*simOpDefer)(void);                                   /* the op's end comes later ... */
   void (*simResolve)(void* const* handles, int n, const double* ends); /* ... here */
+  unsigned (*simOpIdle)(void); /* the op found its stream idle: its queuing thread's id (from 1), else 0; optional */
 };
 
 extern struct anycclRt anycclRt;
