@@ -12,6 +12,8 @@ VAR=VALUE lines of a sim.env beside FILE come first, as in tools/sim-lib.sh),
 e.g.
   simdata/c3/ll/all_reduce-G10-ll512.log:ANYCCL_CUDA_SYMM_LL=524288
   docs/data/sim-h100/4g/alltoall.anyccl.G1.txt
+The sim runs the sweep with the run's iterations (times its graph launches:
+a -G N run's loop is N launches of a graph of them) and warm-up.
 Method: coordinate descent on the logs of the symm_* keys (the others stay
 as in -c), minimising the mean squared log(predicted/measured) over the
 sizes that take the one-host kernels (those whose prediction changes with
@@ -30,16 +32,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse(path):
-    rows, graph, ngpus = {}, 0, 1
+    """-> rows {size: us}, graph launches, GPUs, (iterations, warm-up): a -G N
+    run times N launches of a graph of the iterations, so N x iterations."""
+    rows, graph, ngpus, iters = {}, 0, 1, (5, 1)
     for line in open(path):
         m = re.search(r"nGpus (\d+).*graph: (\d+)", line)
         if m:
             ngpus, graph = int(m.group(1)), int(m.group(2))
+            w = re.search(r"warmup iters: (\d+) iters: (\d+)", line)
+            if w:
+                iters = (int(w.group(2)) * max(graph, 1), int(w.group(1)))
         f = line.split()
         if line.startswith("#") or len(f) < 8 or not f[0].isdigit():
             continue
         rows[int(f[0])] = float(f[5])
-    return rows, graph, ngpus
+    return rows, graph, ngpus, iters
 
 
 def coll_of(path):
@@ -51,7 +58,7 @@ def coll_of(path):
 
 
 def predict(run, calib, extra):
-    path, env_s, rows, graph, ngpus = run
+    path, env_s, rows, graph, ngpus, iters = run
     env = dict(os.environ, ANYCCL_BACKEND="sim", ANYCCL_SIM_CALIB=calib, ANYCCL_SIM_GRAPH="1" if graph else "0")
     simenv = os.path.join(os.path.dirname(path), "sim.env")
     pre = [l.strip() for l in open(simenv) if re.match(r"^[A-Z_0-9]+=\S*$", l.strip())] if os.path.exists(simenv) else []
@@ -61,8 +68,8 @@ def predict(run, calib, extra):
     env.update(extra)
     sizes = sorted(rows)
     tool = os.path.join(os.environ.get("PERF_DIR", os.path.join(ROOT, "build", "perf")), coll_of(path) + "_perf")
-    out = subprocess.run([tool, "-g", str(ngpus), "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", "2", "-n", "5",
-                          "-w", "1"], env=env, capture_output=True, text=True).stdout
+    out = subprocess.run([tool, "-g", str(ngpus), "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", "2", "-n", str(iters[0]),
+                          "-w", str(iters[1])], env=env, capture_output=True, text=True).stdout
     pred = {}
     for line in out.splitlines():
         f = line.split()
@@ -91,9 +98,9 @@ def main():
     runs = []
     for r in a.runs:
         path, _, env = r.partition(":")
-        rows, graph, ngpus = parse(path)
+        rows, graph, ngpus, iters = parse(path)
         if rows:
-            runs.append((path, env, rows, graph, ngpus))
+            runs.append((path, env, rows, graph, ngpus, iters))
     vals = {}
     for line in open(a.c):
         f = line.split()
