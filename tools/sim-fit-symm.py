@@ -5,14 +5,20 @@ of anyccl's cuda backend on one host, and print each size's error before
 
   tools/sim-fit-symm.py -c topologies/sim_h100.calib [-o new.calib] RUN...
 
-RUN: FILE:ENV, an nccl-tests output (column 1 size, column 6 out-of-place
+RUN: FILE[:ENV], an nccl-tests output (column 1 size, column 6 out-of-place
 time in us; `graph: N` > 0 in its header: ANYCCL_SIM_GRAPH=1) and the
-anyccl settings it ran with (comma-separated VAR=VALUE, may be empty), e.g.
+anyccl settings it ran with (comma-separated VAR=VALUE, may be empty; the
+VAR=VALUE lines of a sim.env beside FILE come first, as in tools/sim-lib.sh),
+e.g.
   simdata/c3/ll/all_reduce-G10-ll512.log:ANYCCL_CUDA_SYMM_LL=524288
+  docs/data/sim-h100/4g/alltoall.anyccl.G1.txt
+The sim runs the sweep with the run's iterations (times its graph launches:
+a -G N run's loop is N launches of a graph of them) and warm-up.
 Method: coordinate descent on the logs of the symm_* keys (the others stay
-as in -c), minimising the mean squared log(predicted/measured) over every
-size of every run; steps x1.5, x1.2, x1.07, x1.02. Needs build/perf/ (or
-PERF_DIR)."""
+as in -c), minimising the mean squared log(predicted/measured) over the
+sizes that take the one-host kernels (those whose prediction changes with
+ANYCCL_CUDA_SYMM=0) of every run, each run weighing alike; steps x1.5,
+x1.2, x1.07, x1.02. Needs build/perf/ (or PERF_DIR)."""
 import argparse, concurrent.futures, math, os, re, subprocess, sys, tempfile
 
 KEYS = ["symm_launch_us", "symm_graph_launch_us", "symm_ll_block_GBps", "symm_block_GBps", "symm_barrier_us",
@@ -26,37 +32,44 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse(path):
-    rows, graph, ngpus = {}, 0, 1
+    """-> rows {size: us}, graph launches, GPUs, (iterations, warm-up): a -G N
+    run times N launches of a graph of the iterations, so N x iterations."""
+    rows, graph, ngpus, iters = {}, 0, 1, (5, 1)
     for line in open(path):
         m = re.search(r"nGpus (\d+).*graph: (\d+)", line)
         if m:
             ngpus, graph = int(m.group(1)), int(m.group(2))
+            w = re.search(r"warmup iters: (\d+) iters: (\d+)", line)
+            if w:
+                iters = (int(w.group(2)) * max(graph, 1), int(w.group(1)))
         f = line.split()
         if line.startswith("#") or len(f) < 8 or not f[0].isdigit():
             continue
         rows[int(f[0])] = float(f[5])
-    return rows, graph, ngpus
+    return rows, graph, ngpus, iters
 
 
 def coll_of(path):
     base = os.path.basename(path)
-    for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
+    for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"):
         if base.startswith(c):
             return c
     sys.exit("sim-fit-symm: %s: no collective in the name" % path)
 
 
 def predict(run, calib, extra):
-    path, env_s, rows, graph, ngpus = run
+    path, env_s, rows, graph, ngpus, iters = run
     env = dict(os.environ, ANYCCL_BACKEND="sim", ANYCCL_SIM_CALIB=calib, ANYCCL_SIM_GRAPH="1" if graph else "0")
-    for kv in filter(None, env_s.split(",")):
+    simenv = os.path.join(os.path.dirname(path), "sim.env")
+    pre = [l.strip() for l in open(simenv) if re.match(r"^[A-Z_0-9]+=\S*$", l.strip())] if os.path.exists(simenv) else []
+    for kv in pre + list(filter(None, env_s.split(","))):
         k, v = kv.split("=", 1)
         env[k] = v
     env.update(extra)
     sizes = sorted(rows)
     tool = os.path.join(os.environ.get("PERF_DIR", os.path.join(ROOT, "build", "perf")), coll_of(path) + "_perf")
-    out = subprocess.run([tool, "-g", str(ngpus), "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", "2", "-n", "5",
-                          "-w", "1"], env=env, capture_output=True, text=True).stdout
+    out = subprocess.run([tool, "-g", str(ngpus), "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", "2", "-n", str(iters[0]),
+                          "-w", str(iters[1])], env=env, capture_output=True, text=True).stdout
     pred = {}
     for line in out.splitlines():
         f = line.split()
@@ -85,9 +98,9 @@ def main():
     runs = []
     for r in a.runs:
         path, _, env = r.partition(":")
-        rows, graph, ngpus = parse(path)
+        rows, graph, ngpus, iters = parse(path)
         if rows:
-            runs.append((path, env, rows, graph, ngpus))
+            runs.append((path, env, rows, graph, ngpus, iters))
     vals = {}
     for line in open(a.c):
         f = line.split()
@@ -99,15 +112,23 @@ def main():
     for k in KEYS:
         vals.setdefault(k, defaults[k])
 
+    # the sizes that take the one-host kernels: those whose prediction changes without them
+    cal = os.path.join(tmp, "start.calib")
+    write_calib(a.c, vals, cal)
+    plans = list(POOL.map(lambda r: predict(r, cal, {"ANYCCL_CUDA_SYMM": "0"}), runs))
+    kern = list(POOL.map(lambda r: predict(r, cal, {}), runs))
+    symmSizes = [{s for s in run[2] if s in b and s in k and abs(b[s] - k[s]) > 1e-9}
+                 for run, b, k in zip(runs, plans, kern)]
+
     def objective(v):
         cal = os.path.join(tmp, "try.calib")
         write_calib(a.c, v, cal)
         s, m = 0.0, 0
-        for run, p in zip(runs, POOL.map(lambda r: predict(r, cal, {}), runs)):
-            for size, t in run[2].items():
-                if size in p and p[size] > 0:
-                    s += math.log(p[size] / t) ** 2
-                    m += 1
+        for run, sizes, p in zip(runs, symmSizes, POOL.map(lambda r: predict(r, cal, {}), runs)):
+            e = [math.log(p[size] / run[2][size]) ** 2 for size in sizes if p.get(size, 0) > 0]
+            if e:
+                s += sum(e) / len(e)
+                m += 1
         return s / max(m, 1)
 
     best = objective(vals)
@@ -146,7 +167,8 @@ def main():
     befores = list(POOL.map(lambda r: predict(r, cal, {"ANYCCL_CUDA_SYMM": "0"}), runs))
     afters = list(POOL.map(lambda r: predict(r, cal, {}), runs))
     for run, before, after in zip(runs, befores, afters):
-        name = os.path.basename(run[0]) + (" " + run[1].replace("ANYCCL_CUDA_", "") if run[1] else "")
+        name = os.path.join(os.path.basename(os.path.dirname(run[0])), os.path.basename(run[0])) + \
+            (" " + run[1].replace("ANYCCL_CUDA_", "") if run[1] else "")
         rb, ra = [], []
         for size in sorted(run[2]):
             t = run[2][size]

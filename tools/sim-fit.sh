@@ -11,18 +11,21 @@
 # NCCL's files are not used (the model runs anyccl's plans).
 # Method: coordinate descent on the logs of launch_us, ll_step_us,
 # simple_step_us, nvlink_GBps, nvlink_latency_us, ll_efficiency,
-# recv_copy_GBps (when START sets it above 0), and
-# block_GBps (only with one-lane runs) and graph_launch_us (only with -G
-# runs), from START (default: topologies/sim_h200.calib), minimising
-# the mean over files of the mean squared log ratio predicted/measured
-# (every size counts alike); steps x1.5, x1.2, x1.07, x1.02; at most
-# MAX_EVALS (400) evaluations. Each evaluation runs every file's sweep on the
-# sim backend (a few ms each). Progress goes to stderr.
+# recv_copy_GBps and idle_launch_us (when START sets them above 0), and
+# block_GBps (only with one-lane runs) and graph_launch_us (and
+# graph_idle_launch_us when START sets it; only with -G runs), from START
+# (default: topologies/sim_h200.calib), minimising the mean over files of
+# the mean squared log ratio predicted/measured (every size counts alike);
+# steps STEPS (x1.5, x1.2, x1.07, x1.02); at most MAX_EVALS (400)
+# evaluations. START's other keys (symm_*, net_channels) are kept as they
+# are. Each evaluation runs every file's sweep on the sim backend (a few ms
+# each). Progress goes to stderr.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/sim-lib.sh"
-[ $# -ge 1 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
 START=${START:-$SIMLIB_ROOT/topologies/sim_h200.calib}
 MAX_EVALS=${MAX_EVALS:-400}
+STEPS=${STEPS:-1.5 1.2 1.07 1.02}
 simlib_tools
 
 files=()
@@ -44,13 +47,17 @@ if printf '%s\n' "${files[@]}" | grep -q '\.G[1-9][0-9]*\.txt$'; then keys+=(gra
 [ -z "$fixed" ] || echo "sim-fit: kept from ${START##*/} (no data for them):$fixed" >&2
 declare -A val lo hi
 lo=([launch_us]=0.2 [graph_launch_us]=0.1 [ll_step_us]=0.02 [simple_step_us]=0.05 [block_GBps]=2 [nvlink_GBps]=20
-    [nvlink_latency_us]=0.01 [ll_efficiency]=0.1 [recv_copy_GBps]=2)
+    [nvlink_latency_us]=0.01 [ll_efficiency]=0.1 [recv_copy_GBps]=2 [idle_launch_us]=0.1 [graph_idle_launch_us]=0.1)
 hi=([launch_us]=50 [graph_launch_us]=50 [ll_step_us]=20 [simple_step_us]=40 [block_GBps]=400 [nvlink_GBps]=2000
-    [nvlink_latency_us]=10 [ll_efficiency]=1 [recv_copy_GBps]=2000)
+    [nvlink_latency_us]=10 [ll_efficiency]=1 [recv_copy_GBps]=2000 [idle_launch_us]=500 [graph_idle_launch_us]=500)
 while read -r k v; do val[$k]=$v; done < <(grep -E '^[a-zA-Z_]+[[:space:]]' "$START" | awk '{print $1, $2}')
 for k in "${keys[@]}"; do [ -n "${val[$k]:-}" ] || { echo "sim-fit: $START has no $k" >&2; exit 1; }; done
 # the receivers' FIFO drain of p2p ops: fitted when START models it
 awk -v v="${val[recv_copy_GBps]:-0}" 'BEGIN { exit !(v > 0) }' && keys+=(recv_copy_GBps)
+# the latency of a launch onto an idle stream (a timed loop's first): likewise
+awk -v v="${val[idle_launch_us]:-0}" 'BEGIN { exit !(v > 0) }' && keys+=(idle_launch_us)
+awk -v v="${val[graph_idle_launch_us]:-0}" 'BEGIN { exit !(v > 0) }' && [[ " ${keys[*]} " == *" graph_launch_us "* ]] &&
+  keys+=(graph_idle_launch_us)
 
 writeCalib() { # file
   { for k in "${!val[@]}"; do echo "$k ${val[$k]}"; done; } | sort > "$1"
@@ -70,7 +77,7 @@ objective() { # -> mean over files of mean (ln pred/meas)^2 (in a subshell: the 
 
 best=$(objective)
 echo "sim-fit: ${#files[@]} files; start (${START##*/}): objective $best" >&2
-for step in 1.5 1.2 1.07 1.02; do
+for step in $STEPS; do
   improved=1
   while [ $improved = 1 ] && [ $evals -lt "$MAX_EVALS" ]; do
     improved=0
@@ -100,7 +107,12 @@ echo "# sim calibration fitted by tools/sim-fit.sh $(date -u +%F) from:"
 for f in "${files[@]}"; do echo "#   $f"; done
 echo "# mean squared log(predicted/measured) $best over ${#files[@]} sweeps; start: ${START##*/}"
 [ -z "$fixed" ] || echo "# not fitted (no data for them):$fixed"
-for k in model block_GBps nvlink_GBps pcie_GBps copy_GBps recv_copy_GBps launch_us graph_launch_us ll_step_us \
-  simple_step_us ll_efficiency nvlink_latency_us; do
-  [ -n "${val[$k]:-}" ] && printf '%-18s %s\n' "$k" "${val[$k]}"
+order=(model block_GBps nvlink_GBps pcie_GBps copy_GBps recv_copy_GBps launch_us graph_launch_us idle_launch_us
+  graph_idle_launch_us ll_step_us simple_step_us ll_efficiency nvlink_latency_us)
+for k in "${order[@]}"; do
+  [ -n "${val[$k]:-}" ] && printf '%-20s %s\n' "$k" "${val[$k]}"
+done
+# START's other keys, as they were
+for k in $(printf '%s\n' "${!val[@]}" | sort); do
+  [[ " ${order[*]} " == *" $k "* ]] || printf '%-20s %s\n' "$k" "${val[$k]}"
 done

@@ -33,9 +33,11 @@ simlib_coll() { local b; b=$(basename "$1" .txt); b=${b#calib.}; echo "${b%%.*}"
 
 # FILE -> "-g N -b MIN -e MAX -f F -n ITERS -w WARMUP" (or -i STEP) from its
 # header; N counts the "#  Rank r ..." lines when there are more (one rank
-# per MPI process). The iterations matter to the dataflow model: launches
-# overlap (a rank starts the next one when it is done with this one), so a
-# chain's fill is paid once per timed loop, as on the measured run.
+# per MPI process). The iterations matter: a timed loop pays its first
+# launches onto idle streams once (idle_launch_us), and under the dataflow
+# model a chain's fill once (a rank starts the next launch when it is done
+# with this one), as on the measured run. A -G N run (graph: N) times N
+# launches of a graph of the iterations: N x the iterations.
 simlib_args() {
   awk '/^# +Rank +[0-9]+ / { nr++ }
     /^# nThread/ && !h {
@@ -46,10 +48,11 @@ simlib_args() {
       if ($i == "step:") { s = $(i + 1); f = s ~ /factor/ }
       if ($i == "iters:" && $(i - 1) == "warmup") wu = $(i + 1)
       if ($i == "iters:" && $(i - 1) != "warmup" && $(i - 1) != "agg") it = $(i + 1)
+      if ($i == "graph:") gl = $(i + 1)
     }
     sub(/\(.*/, "", s); h = 1 }
     END { if (h) printf "-g %d -b %s -e %s %s %s -n %d -w %d\n", (nr > g ? nr : g), b, e, f ? "-f" : "-i", s,
-                        (it > 0 ? it : 1), (wu > 0 ? wu : 0) }' "$1"
+                        (it > 0 ? it : 1) * (gl > 1 ? gl : 1), (wu > 0 ? wu : 0) }' "$1"
 }
 
 # FILE -> environment its sim run needs (one lane; CUDA graphs; and the

@@ -35,9 +35,13 @@ struct cpurtThread {
   /* sim mode (sim.c): the thread's virtual time; while it runs a stream op,
    * the op's virtual start and end (a host function may move the end). */
   int64_t vt, opStart, opEnd;
+  int64_t opSubmit;                 /* the running op's submit time (sim.c) */
+  unsigned opSubmitter;             /* and the thread that queued it (its id) */
+  unsigned id;                      /* this thread's id (sim.c), from 1; 0: none yet */
   struct cpurtSimEnd *opDefer;      /* the running op's end comes later (sim.c) */
 };
 struct cpurtThread *cpurtSelf(void);
+unsigned cpurtSimThreadId(void); /* the calling thread's id, from 1 (sim.c) */
 /* Records a failure as the thread's last error (cudaErrorNotReady is a
  * status, not an error, as in CUDA) and returns it. */
 cudaError_t cpurtRet(cudaError_t err);
@@ -116,6 +120,7 @@ struct cpurtOp {
   } u;
   int ndeps, capDeps;
   int64_t submitVt;                 /* sim mode: the queuing thread's virtual time */
+  unsigned submitter;               /* sim mode: the queuing thread's id (cpurtSimThreadId) */
   struct cpurtDep *deps;            /* depInline or heap */
   struct cpurtDep depInline[4];
 };

@@ -111,6 +111,8 @@ void cpurtSimOpBegin(struct cpurtStream *s, struct cpurtOp *op) {
     if (d > t) t = d;
   }
   self->opStart = self->opEnd = t;
+  self->opSubmit = op->submitVt;
+  self->opSubmitter = op->submitter;
   self->opDefer = NULL;
 }
 
@@ -179,6 +181,21 @@ CPURT_API void anycclCpuSimResolve(void *const *handles, int n, const double *en
  * simNeed): libnccl's sim executor models collectives of several
  * communicators of one cluster together, when their time is needed. */
 CPURT_API void anycclCpuSimSetNeed(void (*need)(int, void *)) { atomic_store(&simNeed, need); }
+unsigned cpurtSimThreadId(void) {
+  static atomic_uint next = 1;
+  struct cpurtThread *self = cpurtSelf();
+  if (self->id == 0) self->id = atomic_fetch_add(&next, 1);
+  return self->id;
+}
+
+/* Inside a stream op (a host function): if it started when it was queued
+ * (its stream and what it waits for were done by then: a kernel launched
+ * now is not queued behind earlier ones, so its launch latency shows), the
+ * id of the thread that queued it (from 1); 0 otherwise. */
+CPURT_API unsigned anycclCpuSimOpIdle(void) {
+  struct cpurtThread *self = cpurtSelf();
+  return self->opStart > self->opSubmit ? 0 : self->opSubmitter;
+}
 
 /* Inside a stream op: it ends at `end` seconds (never before it started). */
 CPURT_API void anycclCpuSimOpSetEnd(double end) {

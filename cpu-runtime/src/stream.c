@@ -282,6 +282,7 @@ static cudaError_t push(struct cpurtStream *s, struct cpurtOp *op, uint64_t *seq
   if (cpurtSim) {
     struct cpurtThread *self = cpurtSelf();
     op->submitVt = self->isWorker ? self->opStart : self->vt;
+    op->submitter = self->isWorker ? self->opSubmitter : cpurtSimThreadId();
   }
   if (s->tail) s->tail->next = op;
   else s->head = op;

@@ -49,6 +49,7 @@ static void rtLoad(void) {
     *(void**)&rt.simOpDefer = lookup("anycclCpuSimOpDefer");
     *(void**)&rt.simResolve = lookup("anycclCpuSimResolve");
     *(void**)&rt.simSetNeed = lookup("anycclCpuSimSetNeed");
+    *(void**)&rt.simOpIdle = lookup("anycclCpuSimOpIdle"); /* optional */
     if (!rt.simOpStart || !rt.simOpSetEnd || !rt.simOpDefer || !rt.simResolve) {
       WARN("ANYCCL_BACKEND=sim: this anyccl-cpu lacks the virtual clock (anycclCpuSimOpStart); use the one built "
            "with this libnccl");

@@ -52,6 +52,7 @@ struct anycclRt {
   void* (*simOpDefer)(void);                                   /* the op's end comes later ... */
   void (*simResolve)(void* const* handles, int n, const double* ends); /* ... here */
   void (*simSetNeed)(void (*need)(int, void*)); /* optional (NULL): a stream about to wait for an unresolved end calls need */
+  unsigned (*simOpIdle)(void); /* the op found its stream idle: its queuing thread's id (from 1), else 0; optional */
 };
 
 extern struct anycclRt anycclRt;

@@ -22,9 +22,10 @@ void simFabricDescribe(const struct simFabric* f, FILE* out) {
           f->name, f->hosts, f->hosts > 1 ? "s" : "", f->gpusPerHost, f->nicsPerHost, f->nicsPerHost > 1 ? "s" : "",
           f->nicGbps, f->kind == SIM_RAIL ? "rail-optimized" : "fat-tree", f->nLeaves, f->nLeaves > 1 ? "ves" : "f",
           f->hostsPerLeaf, ports * f->nicGbps / 8 / f->oversub, f->oversub, f->hopLatUs, f->nLinks);
-  fprintf(out, "  device %s: block %g GB/s, NVLink %g GB/s, PCIe %g GB/s, launch %g us (graph %g), steps LL %g / "
-               "simple %g us, LL efficiency %g, NVLink latency %g us; %s model\n",
-          f->device, c->blockGBps, c->nvlinkGBps, c->pcieGBps, c->launchUs, c->graphLaunchUs, c->llStepUs,
+  fprintf(out, "  device %s: block %g GB/s, NVLink %g GB/s, PCIe %g GB/s, launch %g us (graph %g; onto an idle stream "
+               "%g, graph %g), steps LL %g / simple %g us, LL efficiency %g, NVLink latency %g us; %s model\n",
+          f->device, c->blockGBps, c->nvlinkGBps, c->pcieGBps, c->launchUs, c->graphLaunchUs, c->idleLaunchUs,
+          c->graphIdleLaunchUs, c->llStepUs,
           c->simpleStepUs, c->llEfficiency, c->nvlinkLatUs, c->model == SIM_MODEL_DATAFLOW ? "dataflow" : "lock-step");
   fprintf(out, "  one-host kernels: launch %g us (graph %g), LL block %g GB/s, staged block %g GB/s, barrier %g us, "
                "copy %g GB/s\n",

@@ -29,6 +29,7 @@ void simCalibDefaults(struct simCalib* c) {
   c->recvCopyGBps = 0; /* no H200 data: not modelled */
   c->launchUs = 5;
   c->graphLaunchUs = 2.5;
+  c->idleLaunchUs = c->graphIdleLaunchUs = 0; /* not modelled */
   c->llStepUs = 1;
   c->simpleStepUs = 2;
   c->llEfficiency = 0.5;
@@ -178,6 +179,8 @@ ncclResult_t simCalibRead(const char* path, FILE* in, struct simCalib* c, char* 
       {"simple_step_us", F_DOUBLE, &c->simpleStepUs, 0, 0},  {"ll_efficiency", F_DOUBLE, &c->llEfficiency, 1e-3, 0},
       {"nvlink_latency_us", F_DOUBLE, &c->nvlinkLatUs, 0, 0}, {"graph_launch_us", F_DOUBLE, &c->graphLaunchUs, 0, 0},
       {"recv_copy_GBps", F_DOUBLE, &c->recvCopyGBps, 0, 0},
+      {"idle_launch_us", F_DOUBLE, &c->idleLaunchUs, 0, 0},
+      {"graph_idle_launch_us", F_DOUBLE, &c->graphIdleLaunchUs, 0, 0},
       {"net_channels", F_INT, &c->netChannels, 1, 0},
       {"symm_launch_us", F_DOUBLE, &c->symmLaunchUs, 0, 0},
       {"symm_graph_launch_us", F_DOUBLE, &c->symmGraphLaunchUs, 0, 0},
@@ -353,6 +356,7 @@ static ncclResult_t fabricRead(const char* path, FILE* in, int openFiles, int nr
   const char* graph = getenv("ANYCCL_SIM_GRAPH"); /* kernels launched from a CUDA graph (nccl-tests -G) */
   if (graph && atoi(graph) == 1) {
     f->calib.launchUs = f->calib.graphLaunchUs;
+    f->calib.idleLaunchUs = f->calib.graphIdleLaunchUs;
     f->calib.symmLaunchUs = f->calib.symmGraphLaunchUs;
   }
   const char* model = openFiles ? getenv("ANYCCL_SIM_MODEL") : NULL; /* overrides the calibration's */

@@ -24,6 +24,8 @@ struct simCalib {
   double recvCopyGBps;    /* one block copying a p2p message out of its FIFO slot (0: not modelled) */
   double launchUs;        /* a kernel launch (one per phase) */
   double graphLaunchUs;   /* the same inside a CUDA graph (ANYCCL_SIM_GRAPH=1 uses it) */
+  double idleLaunchUs;    /* a launch onto an idle stream: its latency, on the host that launches (0: none) */
+  double graphIdleLaunchUs; /* the same for a CUDA graph's launch (ANYCCL_SIM_GRAPH=1 uses it) */
   double llStepUs;        /* an LL-protocol step */
   double simpleStepUs;    /* a simple-protocol step */
   double llEfficiency;    /* LL payload per wire byte */

@@ -80,10 +80,26 @@ void simSlotFinish(struct anycclSimWorld* w, struct simSlot* s, ncclResult_t res
   pthread_mutex_unlock(&w->lock);
 }
 
+/* Launches onto idle streams (the first after the host synchronized: not
+ * queued behind earlier kernels, so the launch latency shows) start
+ * idle_launch_us later, and one host thread launches one at a time: the
+ * k-th of its idle launches here (in rank order) starts k x idle_launch_us
+ * after it was queued (docs/simulation.md, "The time model"). s->endAt[r]
+ * holds the thread that queued rank r's idle launch (0: not idle). */
+static void idleLaunches(struct anycclSimWorld* w, struct simSlot* s) {
+  const double idle = w->fabric.calib.idleLaunchUs * 1e-6;
+  for (int r = 0; r < w->n; r++) {
+    if (idle <= 0 || s->endAt[r] == 0) continue;
+    int k = 1;
+    for (int q = 0; q < r; q++) k += s->endAt[q] == s->endAt[r];
+    s->start[r] += k * idle;
+  }
+}
+
 /* Post my plan (the slot owns it from here); the last rank to post models
  * the collective (or queues it in its cluster), resolves every rank's
  * deferred end and frees the plans. */
-static void simPost(struct ncclComm* comm, struct anycclPlan* plan, double start, void* end) {
+static void simPost(struct ncclComm* comm, struct anycclPlan* plan, double start, void* end, unsigned idleBy) {
   struct anycclSimWorld* w = comm->sim;
   struct simSlot* s = &w->slots[plan->seq & 1];
   int n = w->n;
@@ -112,12 +128,14 @@ static void simPost(struct ncclComm* comm, struct anycclPlan* plan, double start
   s->plans[comm->rank] = plan;
   s->start[comm->rank] = start;
   s->ends[comm->rank] = end;
+  s->endAt[comm->rank] = (double)idleBy; /* (scratch until the model fills it) */
   int last = ++s->arrived == n;
   int defer = last && simClusterDefers(w);
   if (defer) s->queued = 1;
   pthread_mutex_unlock(&w->lock);
   if (!last) return;
   /* Every rank posted: nobody else touches the slot until done. */
+  idleLaunches(w, s);
   if (defer) {
     simClusterQueue(w, s);
     return;
@@ -133,8 +151,12 @@ static void planRun(void* arg) {
   struct anycclPlan* plan = arg;
   struct ncclComm* comm = plan->comm;
   anycclCommRunBegin(comm);
-  if (!stopped(comm)) simPost(comm, plan, anycclRt.simOpStart(), anycclRt.simOpDefer());
-  else anycclPlanFree(plan);
+  if (!stopped(comm)) {
+    unsigned idleBy = anycclRt.simOpIdle ? anycclRt.simOpIdle() : 0;
+    simPost(comm, plan, anycclRt.simOpStart(), anycclRt.simOpDefer(), idleBy);
+  } else {
+    anycclPlanFree(plan);
+  }
   anycclCommWorkDone(comm);
 }
 

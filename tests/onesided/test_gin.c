@@ -150,6 +150,30 @@ static int caseBad(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem)
   return 0;
 }
 
+/* Timing, not a test (`test_gin pingpong`): rounds in which each rank
+ * signals the other N times (as N blocks' GIN barriers do) and waits for the
+ * other's N; GIN_ROUNDS, GIN_SIGNALS, GIN_PUT (bytes of a put before the
+ * signals, 0: none). Rank 0 prints the mean round. */
+static int casePingpong(const ncclDevComm_t* dc, char* win, int mem) {
+  const int rounds = getenv("GIN_ROUNDS") ? atoi(getenv("GIN_ROUNDS")) : 200;
+  const int nsig = getenv("GIN_SIGNALS") ? atoi(getenv("GIN_SIGNALS")) : 16;
+  const uint64_t put = getenv("GIN_PUT") ? strtoull(getenv("GIN_PUT"), NULL, 0) : 0;
+  double t0 = 0;
+  for (int k = -10; k < rounds; k++) {
+    if (k == 0) t0 = nowSec();
+    if (put && push(dc, &(struct anycclGinDesc){ANYCCL_GIN_PUT, c->peer, mem, 0, 0, (uint64_t)(uintptr_t)win, put, 0, -1, -1, 0}))
+      return 1;
+    for (int i = 0; i < nsig; i++)
+      if (push(dc, &(struct anycclGinDesc){ANYCCL_GIN_SIGNAL, c->peer, -1, 0, 0, 0, 0, 1, 0, -1, 0}) != 0) return 1;
+    if (waitWord(&dc->ginProxy->hostSignals[0], (uint64_t)nsig * (k + 11), "signal 0")) return 1;
+  }
+  if (flush(dc) != 0) return 1;
+  if (c->rank == 0)
+    printf("gin pingpong: %d rounds of %d signals each way%s: %.1f us a round\n", rounds, nsig,
+           put ? " after a put" : "", (nowSec() - t0) * 1e6 / rounds);
+  return 0;
+}
+
 static int runRank(const char* name, int r, const char* hex) {
   c->rank = r;
   c->peer = 1 - r;
@@ -185,7 +209,9 @@ static int runRank(const char* name, int r, const char* hex) {
   OK(anycclGinAttach(comm, 0, 4, 2, &dc));
   EXPECT(dc.ginProxy && dc.ginProxy->fifoSize >= 2 && dc.ginProxy->hostSignals && dc.ginProxy->hostCounters,
          "device view");
-  int res = strcmp(name, "bad") != 0 ? caseOps(comm, &dc, win, mem) : caseBad(comm, &dc, win, mem);
+  int res = strcmp(name, "pingpong") == 0 ? casePingpong(&dc, win, mem)
+            : strcmp(name, "bad") != 0    ? caseOps(comm, &dc, win, mem)
+                                          : caseBad(comm, &dc, win, mem);
   (void)keep;
   anycclGinFree(comm);
   cudaFree(win);
@@ -196,8 +222,9 @@ static int runRank(const char* name, int r, const char* hex) {
 int main(int argc, char** argv) {
   alarm(25);
   if (argc == 6 && strcmp(argv[1], "--child") == 0) return runRank(argv[3], atoi(argv[4]), argv[5]);
-  if (argc != 2 || (strcmp(argv[1], "ops") != 0 && strcmp(argv[1], "bad") != 0 && strcmp(argv[1], "reuse") != 0)) {
-    fprintf(stderr, "usage: %s ops|bad|reuse\n", argv[0]);
+  if (argc != 2 || (strcmp(argv[1], "ops") != 0 && strcmp(argv[1], "bad") != 0 && strcmp(argv[1], "reuse") != 0 &&
+                    strcmp(argv[1], "pingpong") != 0)) {
+    fprintf(stderr, "usage: %s ops|bad|reuse|pingpong\n", argv[0]);
     return 2;
   }
   if (forkPair(argv[0], "hosts", argv[1], 1)) return 1;

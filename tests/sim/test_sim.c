@@ -1,7 +1,8 @@
 /* The sim backend (docs/simulation.md): the flow engine and the fabric
  * against times computed by hand, then whole collectives through the NCCL
  * API on the sim backend (ctest sets ANYCCL_BACKEND=sim). One case per run:
- *   flows_one flows_share spine bad_fabric ring_slow p2p_cuts net_chain chain_fill symm_ll symm_a2a symm_p2p conservation reserve flowfile PATH
+ *   flows_one flows_share spine bad_fabric ring_slow p2p_cuts net_chain chain_fill symm_ll symm_a2a symm_p2p
+ *   idle_launch conservation reserve flowfile PATH
  *   trace PATH timeline PATH rails */
 #include <dirent.h>
 #include <math.h>
@@ -438,6 +439,72 @@ static void symmLL(void) {
   unlink(cal);
 }
 
+/* A launch onto an idle stream (idle_launch_us; graph_idle_launch_us with
+ * ANYCCL_SIM_GRAPH=1): after the host synchronized, one thread launches a
+ * 256 KB all-reduce on each of 4 ranks of one host, 3 times, and
+ * synchronizes again (a timed loop of nccl-tests -g 4). Only the first
+ * launch on each stream finds it idle; the thread is busy for each such
+ * launch, so the last rank starts 4 idle launches after the loop began,
+ * and the LL kernels (symm_ll's calibration: 4 us launch, 0.5 us route, 2B
+ * wire bytes over 3 flows sharing each 100 GB/s NVLink) follow back to
+ * back: 4 x idle + 3 x (4 + 0.5 + 524288 / 33.3 GB/s). The host's clock
+ * (anycclCpuSimNow) reads the loop's time. */
+double anycclCpuSimNow(void);
+static double idleLoop(const char* graph) {
+  setenv("ANYCCL_SIM_GRAPH", graph, 1);
+  const int n = 4;
+  int devs[4] = {0, 1, 2, 3};
+  CHECK(ncclCommInitAll(comms, n, devs) == ncclSuccess, "ncclCommInitAll: %s", ncclGetLastError(NULL));
+  for (int i = 0; i < n; i++) cudaSetDevice(i), cudaStreamCreate(&streams[i]), cudaMalloc(&bufs[i], 1 << 20);
+  for (int i = 0; i < n; i++) cudaSetDevice(i), cudaStreamSynchronize(streams[i]);
+  double t0 = anycclCpuSimNow();
+  for (int k = 0; k < 3; k++) {
+    ncclGroupStart();
+    for (int i = 0; i < n; i++) ncclAllReduce(bufs[i], bufs[i], 65536, ncclFloat, ncclSum, comms[i], streams[i]);
+    CHECK(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd: %s", ncclGetLastError(NULL));
+  }
+  for (int i = 0; i < n; i++) cudaSetDevice(i), cudaStreamSynchronize(streams[i]);
+  double us = (anycclCpuSimNow() - t0) * 1e6;
+  for (int i = 0; i < n; i++) {
+    ncclCommDestroy(comms[i]);
+    cudaSetDevice(i), cudaFree(bufs[i]), cudaStreamDestroy(streams[i]);
+  }
+  unsetenv("ANYCCL_SIM_GRAPH");
+  return us;
+}
+static void idleLaunch(void) {
+  const char* base = "symm_launch_us 4\nsymm_graph_launch_us 2\nsymm_ll_block_GBps 2\nnvlink_GBps 100\n"
+                     "nvlink_latency_us 0.5\n";
+  char text[512];
+  const double xfer = 524288 / (100e3 / 3);
+  struct {
+    const char* keys;
+    const char* graph;
+    double want;
+    const char* why;
+  } cases[] = {
+      {"", "0", 3 * (4 + 0.5 + xfer), "no idle_launch_us: the kernels alone"},
+      {"idle_launch_us 10\ngraph_idle_launch_us 30\n", "0", 4 * 10 + 3 * (4 + 0.5 + xfer), "eager: 4 idle launches"},
+      {"idle_launch_us 10\ngraph_idle_launch_us 30\n", "1", 4 * 30 + 3 * (2 + 0.5 + xfer), "graph: 4 idle launches"},
+  };
+  unsetenv("ANYCCL_SIM_FABRIC"), unsetenv("NCCL_ALGO"), unsetenv("NCCL_PROTO"), unsetenv("ANYCCL_SIM_MODEL");
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+    snprintf(text, sizeof(text), "%s%s", base, cases[c].keys);
+    const char* cal = writeFile("sim_idle.calib", text);
+    setenv("ANYCCL_SIM_CALIB", cal, 1);
+    for (int dataflow = 0; dataflow < 2; dataflow++) {
+      setenv("ANYCCL_SIM_MODEL", dataflow ? "dataflow" : "lockstep", 1);
+      double got = idleLoop(cases[c].graph), want = cases[c].want;
+      CHECK(fabs(got - want) < 0.01, "%s (%s): %.4f us, want %.4f", cases[c].why, dataflow ? "dataflow" : "lock-step",
+            got, want);
+      printf("3 all-reduces of 256 KB on 4 ranks after a sync, %s: %.4f us, by hand %.4f (%s)\n",
+             dataflow ? "dataflow" : "lock-step", got, want, cases[c].why);
+    }
+    unlink(cal);
+  }
+  unsetenv("ANYCCL_SIM_MODEL"), unsetenv("ANYCCL_SIM_CALIB");
+}
+
 /* One host: an all-to-all whose block for each peer is at most
  * ANYCCL_CUDA_SYMM_A2A takes the LL kernel: every rank stores its block for
  * peer q (B bytes, 2B wire bytes) into q's segment, as all-gather does, so
@@ -799,8 +866,9 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "symm_ll")) symmLL();
   else if (!strcmp(c, "symm_a2a")) symmA2A();
   else if (!strcmp(c, "symm_p2p")) symmP2p();
+  else if (!strcmp(c, "idle_launch")) idleLaunch();
   else {
-    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|p2p_cuts|net_chain|chain_fill|symm_ll|symm_a2a|symm_p2p|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s flows_one|flows_share|spine|bad_fabric|ring_slow|p2p_cuts|net_chain|chain_fill|symm_ll|symm_a2a|symm_p2p|idle_launch|conservation|reserve|flowfile PATH|trace PATH|timeline PATH\n", argv[0]);
     return 2;
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
