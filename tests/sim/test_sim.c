@@ -441,13 +441,13 @@ static void symmLL(void) {
 
 /* A launch onto an idle stream (idle_launch_us; graph_idle_launch_us with
  * ANYCCL_SIM_GRAPH=1): after the host synchronized, one thread launches a
- * 256 KB all-reduce on each of 4 ranks of one host, 3 times, and
+ * 128 KB all-reduce (one-shot LL) on each of 4 ranks of one host, 3 times, and
  * synchronizes again (a timed loop of nccl-tests -g 4). Only the first
  * launch on each stream finds it idle; the thread is busy for each such
  * launch, so the last rank starts 4 idle launches after the loop began,
  * and the LL kernels (symm_ll's calibration: 4 us launch, 0.5 us route, 2B
  * wire bytes over 3 flows sharing each 100 GB/s NVLink) follow back to
- * back: 4 x idle + 3 x (4 + 0.5 + 524288 / 33.3 GB/s). The host's clock
+ * back: 4 x idle + 3 x (4 + 0.5 + 262144 / 33.3 GB/s). The host's clock
  * (anycclCpuSimNow) reads the loop's time. */
 double anycclCpuSimNow(void);
 static double idleLoop(const char* graph) {
@@ -460,7 +460,7 @@ static double idleLoop(const char* graph) {
   double t0 = anycclCpuSimNow();
   for (int k = 0; k < 3; k++) {
     ncclGroupStart();
-    for (int i = 0; i < n; i++) ncclAllReduce(bufs[i], bufs[i], 65536, ncclFloat, ncclSum, comms[i], streams[i]);
+    for (int i = 0; i < n; i++) ncclAllReduce(bufs[i], bufs[i], 32768, ncclFloat, ncclSum, comms[i], streams[i]);
     CHECK(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd: %s", ncclGetLastError(NULL));
   }
   for (int i = 0; i < n; i++) cudaSetDevice(i), cudaStreamSynchronize(streams[i]);
@@ -476,7 +476,7 @@ static void idleLaunch(void) {
   const char* base = "symm_launch_us 4\nsymm_graph_launch_us 2\nsymm_ll_block_GBps 2\nnvlink_GBps 100\n"
                      "nvlink_latency_us 0.5\n";
   char text[512];
-  const double xfer = 524288 / (100e3 / 3);
+  const double xfer = 262144 / (100e3 / 3);
   struct {
     const char* keys;
     const char* graph;
@@ -497,7 +497,7 @@ static void idleLaunch(void) {
       double got = idleLoop(cases[c].graph), want = cases[c].want;
       CHECK(fabs(got - want) < 0.01, "%s (%s): %.4f us, want %.4f", cases[c].why, dataflow ? "dataflow" : "lock-step",
             got, want);
-      printf("3 all-reduces of 256 KB on 4 ranks after a sync, %s: %.4f us, by hand %.4f (%s)\n",
+      printf("3 all-reduces of 128 KB on 4 ranks after a sync, %s: %.4f us, by hand %.4f (%s)\n",
              dataflow ? "dataflow" : "lock-step", got, want, cases[c].why);
     }
     unlink(cal);
