@@ -13,4 +13,14 @@ static int failures;
       failures++;                                          \
     }                                                      \
   } while (0)
+
+/* main's exit: 1 and the count when a check failed, else 0 and "PASS: case". */
+static inline int simCheckDone(const char* name) {
+  if (failures) {
+    printf("%d checks failed\n", failures);
+    return 1;
+  }
+  printf("PASS: %s\n", name);
+  return 0;
+}
 #endif

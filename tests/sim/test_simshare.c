@@ -535,10 +535,5 @@ int main(int argc, char** argv) {
   else if (!strcmp(argv[1], "clusters")) caseClusters();
   else if (!strcmp(argv[1], "tpdp_scale") && argc > 2) caseTpDpScale(atoi(argv[2]));
   else return 2;
-  if (failures) {
-    printf("%d checks failed\n", failures);
-    return 1;
-  }
-  printf("PASS: %s\n", argv[1]);
-  return 0;
+  return simCheckDone(argv[1]);
 }
