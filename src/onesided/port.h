@@ -223,6 +223,9 @@ enum { PORT_MSG_PUT = 0, PORT_MSG_DISCARD, PORT_MSG_SIGNAL, PORT_MSG_BAD, PORT_M
 /* In a custom message's type as its handler gets it: the last put before it
  * on that connection was dropped (its bytes went nowhere). */
 #define PORT_MSG_AFTER_DROP 0x10000u
+/* A received header message of `got` bytes: how many headers it holds (1
+ * to PORT_BATCH), or -1 with the reason in why. */
+int portNetBatchCount(size_t got, char* why, size_t whyLen);
 int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* bytes, size_t got, struct portMsg* m,
                     char** ptr, int* slot, char* why, size_t whyLen);
 ncclResult_t portNetConnect(struct anycclProxyService* s, int peer);

@@ -134,6 +134,15 @@ static ncclResult_t postRecv(struct anycclProxyService* s, struct portConn* c, i
   return ncclSuccess;
 }
 
+int portNetBatchCount(size_t got, char* why, size_t whyLen) {
+  if (got == 0 || got % sizeof(struct portMsg) != 0 || got > PORT_BATCH * sizeof(struct portMsg)) {
+    snprintf(why, whyLen, "a message of headers of %zu bytes (a multiple of %zu, at most %zu)", got,
+             sizeof(struct portMsg), PORT_BATCH * sizeof(struct portMsg));
+    return -1;
+  }
+  return (int)(got / sizeof(struct portMsg));
+}
+
 int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* bytes, size_t got, struct portMsg* m,
                     char** ptr, int* slot, char* why, size_t whyLen) {
   *ptr = NULL;
@@ -285,14 +294,15 @@ static int progressRecv(struct anycclProxyService* s, struct portConn* c, int pe
       *err = ncclRemoteError;
       return moved;
     }
-    if (got == 0 || got % sizeof(struct portMsg) != 0 || got > sizeof(c->rhdr[i])) {
-      WARN("port proxy of rank %d: a message header of %zu bytes (a multiple of %zu, at most %zu); the connection to "
-           "rank %d fails", s->rank, got, sizeof(struct portMsg), sizeof(c->rhdr[i]), peer);
+    char why[128];
+    const int k = portNetBatchCount(got, why, sizeof(why));
+    if (k < 0) {
+      WARN("port proxy of rank %d: %s; the connection to rank %d fails", s->rank, why, peer);
       *err = ncclRemoteError;
       return moved;
     }
     memcpy(c->pend, c->rhdr[i], got);
-    c->npend = (int)(got / sizeof(struct portMsg));
+    c->npend = k;
     c->ipend = 0;
     if (drainBatch(s, c, peer, err) != 0) return moved;
   }

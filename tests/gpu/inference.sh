@@ -29,6 +29,13 @@ ITERS=${ITERS:--n 100 -w 10}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 mkdir -p "$OUT"
 rc=0
+# a run's log: its check must pass (#wrong 0, out of bounds OK)
+check() { # name log
+  if ! grep -q "Out of bounds values : 0 OK" "$2" || awk '/^ +[0-9]+ +[0-9]+ /{ if ($9 != 0 && $9 != "N/A") bad=1 } END{exit !bad}' "$2"; then
+    echo "FAIL: $1 (see $2)"
+    rc=1
+  fi
+}
 for c in $COLLS; do
   for m in g G; do # g: -g N, one thread; t: -t N, a thread per GPU; capitals: under CUDA graphs
     for lay in g t; do
@@ -38,10 +45,7 @@ for c in $COLLS; do
         L=$ANYCCL_LIB; [ $lib = nccl ] && L=$NCCL_LIB
         log="$OUT/$c-$lay$m-$lib.log"
         LD_LIBRARY_PATH=$L timeout 120 "$NT/${c}_perf" $SIZES $ITERS -c 1 $X >"$log" 2>&1
-        if ! grep -q "Out of bounds values : 0 OK" "$log" || awk '/^ +[0-9]+ +[0-9]+ /{ if ($9 != 0 && $9 != "N/A") bad=1 } END{exit !bad}' "$log"; then
-          echo "FAIL: $c $lay$m $lib (see $log)"
-          rc=1
-        fi
+        check "$c $lay$m $lib" "$log"
       done
     done
   done
@@ -58,10 +62,7 @@ for c in $MPI_COLLS; do
       log="$OUT/$c-$m-$lib.log"
       LD_LIBRARY_PATH=$L timeout 120 mpirun -np "$NGPU" $ROOTFLAG --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
         "$NT_MPI/${c}_perf" $SIZES $ITERS -c 1 $X >"$log" 2>&1
-      if ! grep -q "Out of bounds values : 0 OK" "$log" || awk '/^ +[0-9]+ +[0-9]+ /{ if ($9 != 0 && $9 != "N/A") bad=1 } END{exit !bad}' "$log"; then
-        echo "FAIL: $c $m $lib (see $log)"
-        rc=1
-      fi
+      check "$c $m $lib" "$log"
     done
   done
 done
@@ -71,6 +72,22 @@ for lib in nccl anyccl; do
   LD_PRELOAD=$P TORCH_CHECK_ONLY_TIMINGS=1 TORCH_CHECK_REPLAYS=1 timeout 300 python3 "$ROOT/tests/gpu/torch_check.py" \
     --nproc "$NGPU" --out "$OUT/torch-$lib.json" --port $((29620 + ${#lib})) >"$OUT/torch-$lib.log" 2>&1 || rc=1
 done
+# rows PREFIX...: a column per PREFIX (PREFIX-nccl.log beside PREFIX-anyccl.log),
+# a row per size: NCCL's time / anyccl's (their ratio)
+rows() {
+  local k=0 files=()
+  for p in "$@"; do
+    awk '/^ +[0-9]+ +[0-9]+ /{print $1, $6}' "$p-nccl.log" >"$OUT/.n.$k"
+    awk '/^ +[0-9]+ +[0-9]+ /{print $6}' "$p-anyccl.log" >"$OUT/.a.$k"
+    files+=("$OUT/.n.$k" "$OUT/.a.$k")
+    k=$((k + 1))
+  done
+  paste -d' ' "${files[@]}" |
+    awk -v cols=$k '{printf "%10s", $1;
+          for (k = 0; k < cols; k++) { n = $(2 + 3 * k); a = $(3 + 3 * k);
+            if (n + 0 > 0) printf " %7.2f / %6.2f (%4.2f)", n, a, a / n; else printf " %22s", "-" }
+          printf "\n" }'
+}
 {
   echo "nccl-tests, $NGPU GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)): time in us, NCCL / anyccl (ratio)"
   echo "g: -g $NGPU (one thread), t: -t $NGPU (a thread per GPU); G, T: the same under CUDA graphs (-G 10)"
@@ -79,30 +96,18 @@ done
     printf "%10s" bytes
     for v in g t G T; do printf " %22s" "$v"; done
     echo
+    cols=()
     for v in g t G T; do
       lay=$(echo $v | tr GT gt); m=g; [ $v = G ] || [ $v = T ] && m=G
-      awk '/^ +[0-9]+ +[0-9]+ /{print $1, $6}' "$OUT/$c-$lay$m-nccl.log" >"$OUT/.n.$v"
-      awk '/^ +[0-9]+ +[0-9]+ /{print $6}' "$OUT/$c-$lay$m-anyccl.log" >"$OUT/.a.$v"
+      cols+=("$OUT/$c-$lay$m")
     done
-    paste -d' ' "$OUT/.n.g" "$OUT/.a.g" "$OUT/.n.t" "$OUT/.a.t" "$OUT/.n.G" "$OUT/.a.G" "$OUT/.n.T" "$OUT/.a.T" |
-      awk '{printf "%10s", $1;
-            for (k = 0; k < 4; k++) { n = $(2 + 3 * k); a = $(3 + 3 * k);
-              if (n + 0 > 0) printf " %7.2f / %6.2f (%4.2f)", n, a, a / n; else printf " %22s", "-" }
-            printf "\n" }'
+    rows "${cols[@]}"
   done
   for c in $MPI_COLLS; do
     [ -f "$OUT/$c-p-nccl.log" ] || continue
     echo "== $c, a process per GPU (mpirun -np $NGPU): p eager, P under CUDA graphs (-G 10)"
     printf "%10s %22s %22s\n" bytes p P
-    for v in p P; do
-      awk '/^ +[0-9]+ +[0-9]+ /{print $1, $6}' "$OUT/$c-$v-nccl.log" >"$OUT/.n.$v"
-      awk '/^ +[0-9]+ +[0-9]+ /{print $6}' "$OUT/$c-$v-anyccl.log" >"$OUT/.a.$v"
-    done
-    paste -d' ' "$OUT/.n.p" "$OUT/.a.p" "$OUT/.n.P" "$OUT/.a.P" |
-      awk '{printf "%10s", $1;
-            for (k = 0; k < 2; k++) { n = $(2 + 3 * k); a = $(3 + 3 * k);
-              if (n + 0 > 0) printf " %7.2f / %6.2f (%4.2f)", n, a, a / n; else printf " %22s", "-" }
-            printf "\n" }'
+    rows "$OUT/$c-p" "$OUT/$c-P"
   done
   rm -f "$OUT"/.n.* "$OUT"/.a.*
   echo "== PyTorch ProcessGroupNCCL, $NGPU processes, bf16 all_reduce: time in us, NCCL / anyccl (ratio)"
