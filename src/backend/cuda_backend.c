@@ -280,6 +280,8 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   comm->llThreshold = (size_t)anycclParamInt(PARAM_CUDA_LL_THRESHOLD);
   comm->sliceBytes = (size_t)anycclParamInt(PARAM_CUDA_SLICE);
   if (comm->sliceBytes < 4096 || comm->sliceBytes > comm->slotBytes) comm->sliceBytes = comm->slotBytes;
+  comm->p2pSliceBytes = (size_t)anycclParamInt(PARAM_CUDA_P2P_SLICE);
+  if (comm->p2pSliceBytes < 4096 || comm->p2pSliceBytes > comm->slotBytes) comm->p2pSliceBytes = comm->slotBytes;
   const char* proto = anycclParamStr(PARAM_PROTO);
   if (proto && strcasecmp(proto, "LL") == 0) comm->llThreshold = (size_t)-1;
   else if (proto && strcasecmp(proto, "Simple") == 0) comm->llThreshold = 0;
@@ -710,8 +712,6 @@ struct gpuLane {
 };
 
 #define P2P_CUT_MIN (64 << 10)      /* p2p ops from this size are cut over the p2p channels */
-#define P2P_CUT_BYTES (512 << 10)   /* ... into one cut per this many bytes, */
-#define P2P_CUTS_MIN 8              /* at least this many (and at most the p2p channels) */
 #define DIRECT_CUT_BYTES (4 << 10)  /* a direct lane takes one more block per this many bytes */
 
 static int isP2pLane(const struct ncclComm* comm, const struct anycclLane* l) {
@@ -732,8 +732,9 @@ static int isP2pLane(const struct ncclComm* comm, const struct anycclLane* l) {
 int anycclP2pCuts(const struct ncclComm* comm, uint64_t bytes) {
   int K = comm->p2pChannels;
   if (bytes < P2P_CUT_MIN) return 1;
-  uint64_t c = (bytes + P2P_CUT_BYTES - 1) / P2P_CUT_BYTES;
-  if (c < P2P_CUTS_MIN) c = P2P_CUTS_MIN;
+  const int64_t per = anycclParamInt(PARAM_CUDA_P2P_CUT_BYTES), least = anycclParamInt(PARAM_CUDA_P2P_CUTS_MIN);
+  uint64_t c = (bytes + (uint64_t)(per > 4096 ? per : 4096) - 1) / (uint64_t)(per > 4096 ? per : 4096);
+  if (c < (uint64_t)(least > 1 ? least : 1)) c = (uint64_t)(least > 1 ? least : 1);
   return c > (uint64_t)K ? K : (int)c;
 }
 
@@ -988,7 +989,7 @@ static ncclResult_t encodePhase(struct ncclComm* comm, const struct anycclPhase*
   h->nops = (uint16_t)e->nops;
   h->nshapes = (uint16_t)e->nshapes;
   h->bytes = (uint32_t)total;
-  h->chunk = (uint32_t)comm->sliceBytes;
+  h->chunk = (uint32_t)comm->p2pSliceBytes;
   h->rank = comm->rank;
   return ncclSuccess;
 }

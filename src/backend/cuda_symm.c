@@ -68,8 +68,15 @@ size_t anycclCudaSymmLL2Bytes(const struct ncclComm* comm) {
 size_t anycclCudaSymmLLBytes(const struct ncclComm* comm, int func) {
   const int64_t v = anycclParamInt(func == FUNC_ALLTOALL ? PARAM_CUDA_SYMM_A2A : PARAM_CUDA_SYMM_LL);
   if (v <= 0) return 0;
-  if (func == FUNC_ALLTOALL || func == FUNC_ALLGATHER || anycclParamIsSet(PARAM_CUDA_SYMM_LL)) return (size_t)v;
   const int n = symmRanks(comm);
+  /* all-to-all: each rank stores n-1 blocks as lines (twice their bytes on
+   * the wire); unless set, the limit per peer is the default on 2 ranks, half
+   * of it on 3 and a quarter from 4 (H100s, -G 10, against the FIFO path:
+   * 3 GPUs 512 KB a peer 12.0 us as lines, 14.4 FIFO; 1 MB 20.3, 19.3; 4
+   * GPUs 256 KB 10.3 as lines; 512 KB 18.0, 16.1; 1 MB 32.4, 22.4) */
+  if (func == FUNC_ALLTOALL)
+    return anycclParamIsSet(PARAM_CUDA_SYMM_A2A) ? (size_t)v : (size_t)(n <= 2 ? v : n == 3 ? v / 2 : v / 4);
+  if (func == FUNC_ALLGATHER || anycclParamIsSet(PARAM_CUDA_SYMM_LL)) return (size_t)v;
   if (func == FUNC_BROADCAST) return (size_t)(v / (n - 1));
   /* with the two-shot kernel on 3 and 4 ranks the one-shot stops at 1/2
    * and 1/8 of the default (4 GPUs: at 256 KB two-shot 8.3 us against

@@ -126,7 +126,8 @@ struct ncclComm {
   int* devPeerIpc;               /* [nRanks]: mapped through CUDA IPC (close on free) */
   struct acuConn* devConns;      /* device connection table */
   int nDevConns;
-  size_t sliceBytes;             /* simple-protocol step size cap (also p2p chunks) */
+  size_t sliceBytes;             /* simple-protocol step size cap */
+  size_t p2pSliceBytes;          /* send/recv and all-to-all: bytes a FIFO step moves at most */
   /* How many ring channels a collective uses (ringLanes): blockBytes /
    * channelBytes, at least baseChannels, and never so many that a channel
    * gets less than minChannelBytes of each block. */

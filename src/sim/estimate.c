@@ -253,6 +253,7 @@ static void shadowOf(const struct ncclComm* c, int r, struct anycclSimWorld* w, 
   s->forceAlgo = c->forceAlgo;
   s->cuda = c->cuda;
   s->sliceBytes = c->sliceBytes;
+  s->p2pSliceBytes = c->p2pSliceBytes;
   s->minChannelBytes = c->minChannelBytes;
   s->channelBytes = c->channelBytes;
   s->chainBytes = c->chainBytes;

@@ -15,6 +15,14 @@ gather, scatter, batched send/recv in a ring, barrier, the same on a
 sub-group of the even ranks and on groups from split, then DDP training of
 a small MLP (losses written to --out), then bf16 all_reduce timings eager
 and captured in a CUDA graph (the tensor-parallel pattern).
+
+Diagnostics (environment): TORCH_CHECK_ONLY_TIMINGS=1 runs the timings alone;
+TORCH_CHECK_EAGER_EACH=1 times each eager call on the host;
+TORCH_CHECK_REPLAYS=1 times each graph replay alone; TORCH_CHECK_STAMPS=1
+prints, per rank and loop, the host's time in each call and the GPU's time
+between the ends of consecutive calls (a slow loop's first calls in full), so
+that a slow stretch shows whether a host or the GPUs waited;
+TORCH_CHECK_DUMP_S=N dumps every thread's stack after N seconds.
 """
 import argparse
 import faulthandler
@@ -170,6 +178,38 @@ def ddp_losses(rank, world, dev, steps=40):
     return losses
 
 
+class Stamps:
+    """Where a slow loop's time goes, per call: the host's time in the call and the GPU's time
+    between the ends of consecutive calls (an event recorded after each). Host times are
+    CLOCK_MONOTONIC, the same clock in every process, so ranks can be lined up."""
+
+    def __init__(self, n):
+        self.host = []
+        self.ev = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+        self.ev[0].record()
+
+    def call(self, fn):
+        t1 = time.perf_counter_ns()
+        fn()
+        self.host.append((t1, time.perf_counter_ns() - t1))
+        self.ev[len(self.host)].record()
+
+    def report(self, rank, what):
+        torch.cuda.synchronize()
+        gpu = [self.ev[i].elapsed_time(self.ev[i + 1]) * 1e3 for i in range(len(self.host))]
+        h = [d / 1e3 for _, d in self.host]
+        med = lambda v: sorted(v)[len(v) // 2]
+        slow = [i for i, g in enumerate(gpu) if g > 3 * med(gpu) and g > 50]
+        print(f"  stamps rank {rank} {what}: start {self.host[0][0] / 1e6:.3f} ms end {self.host[-1][0] / 1e6:.3f} ms, "
+              f"host call median {med(h):.1f} max {max(h):.1f} us, GPU per call median {med(gpu):.1f} "
+              f"max {max(gpu):.1f} us, {len(slow)} calls > 3x median", flush=True)
+        if slow or med(gpu) > 100:
+            i0 = slow[0] if slow else 0
+            print(f"  stamps rank {rank} {what} from call {i0}: " + " ".join(
+                f"{i}:{self.host[i][0] / 1e6:.3f}/{h[i]:.0f}/{gpu[i]:.0f}" for i in range(i0, min(i0 + 12, len(gpu)))),
+                flush=True)
+
+
 def timings(dev, sizes=(8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20), iters=200):
     res = {}
     for nbytes in sizes:
@@ -179,8 +219,12 @@ def timings(dev, sizes=(8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20
         torch.cuda.synchronize()
         dist.barrier(device_ids=[dev.index])
         each = [] if os.environ.get("TORCH_CHECK_EAGER_EACH") else None
+        stamps = Stamps(iters) if os.environ.get("TORCH_CHECK_STAMPS") else None
         t0 = time.perf_counter()
         for _ in range(iters):
+            if stamps is not None:
+                stamps.call(lambda: dist.all_reduce(x))
+                continue
             if each is None:
                 dist.all_reduce(x)
                 continue
@@ -190,6 +234,8 @@ def timings(dev, sizes=(8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20
         t2 = time.perf_counter()
         torch.cuda.synchronize()
         eager = (time.perf_counter() - t0) / iters * 1e6
+        if stamps is not None:
+            stamps.report(dev.index, f"{nbytes >> 10} KB eager")
         if each:  # where an eager loop's time goes: in the calls (host) or in the final wait (GPU)
             srt = sorted(each)
             print(f"  rank {dev.index} {nbytes >> 10} KB eager calls: min {srt[0]:.1f} median {srt[len(srt) // 2]:.1f} "
@@ -209,11 +255,17 @@ def timings(dev, sizes=(8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20
         graph.replay()
         torch.cuda.synchronize()
         dist.barrier(device_ids=[dev.index])
+        stamps = Stamps(iters // 10) if os.environ.get("TORCH_CHECK_STAMPS") else None
         t0 = time.perf_counter()
         for _ in range(iters // 10):
-            graph.replay()
+            if stamps is not None:
+                stamps.call(graph.replay)
+            else:
+                graph.replay()
         torch.cuda.synchronize()
         graphed = (time.perf_counter() - t0) / iters * 1e6
+        if stamps is not None:
+            stamps.report(dev.index, f"{nbytes >> 10} KB graph (10 a replay)")
         if os.environ.get("TORCH_CHECK_REPLAYS"):  # each replay alone: an outlier shows in the max
             each = []
             for _ in range(iters // 10):
