@@ -21,9 +21,11 @@ simlib_tools() {
   for c in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
     exe=$SIMLIB_TOOLS/${c}_perf
     if [ ! -x "$exe" ] || [ "$lib" -nt "$exe" ] || [ -n "$(find "$SIMLIB_ROOT/perf" -newer "$exe" -name '*.[ch]' | head -1)" ]; then
-      cc -O2 -std=gnu11 -o "$exe" "$SIMLIB_ROOT/perf/$c.c" "$SIMLIB_ROOT"/perf/{common,options,data,report}.c \
+      # built beside and renamed over: tests running at once may build the
+      # same tool, and none may run another's half-written file
+      cc -O2 -std=gnu11 -o "$exe.$$" "$SIMLIB_ROOT/perf/$c.c" "$SIMLIB_ROOT"/perf/{common,options,data,report}.c \
         -I"$SIMLIB_ROOT/cpu-runtime/include" -I"$SIMLIB_ROOT/include" -L"$SIMLIB_BUILD" -lnccl -lanyccl-cpu \
-        -lpthread -lm -ldl -Wl,-rpath,"$SIMLIB_BUILD" || return 1
+        -lpthread -lm -ldl -Wl,-rpath,"$SIMLIB_BUILD" && mv -f "$exe.$$" "$exe" || { rm -f "$exe.$$"; return 1; }
     fi
   done
 }
