@@ -18,8 +18,9 @@
  * reuse: 1500 windows registered and deregistered in turn (more than
  *   ANYCCL_PORT_MAX_MEMORIES) each take id 0 again; with two live and the
  *   first deregistered, the next takes its id; then ops on that window.
- * order: rounds of a put (1 byte to 40 KB, several messages with a small
- *   ANYCCL_PORT_CHUNK or bounce buffer) with its signal, sometimes a
+ * order: GIN_ROUNDS (1000) rounds of a put (1 byte to 40 KB, several
+ *   messages with a small ANYCCL_PORT_CHUNK or bounce buffer) with its
+ *   signal, sometimes a
  *   put-value with its signal, then 0-23 bare signals (batches of headers,
  *   some ending in the next put's header); rank 1 checks each round's bytes
  *   as soon as its signal arrived (a signal that overtook its put's bytes
@@ -179,15 +180,16 @@ static int caseBad(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem)
   return 0;
 }
 
-enum { ORDER_ROUNDS = 1600, ORDER_FLIGHT = 16, ORDER_REGION = 40000, ORDER_VALUES = 16 * ORDER_REGION };
+enum { ORDER_FLIGHT = 16, ORDER_REGION = 40000, ORDER_VALUES = 16 * ORDER_REGION };
 static uint64_t orderBytes(int k) { return 1 + (uint64_t)k * 7919 % ORDER_REGION; }
 static uint64_t orderValue(int k) { return (uint64_t)(k + 1) * 0x9E3779B97F4A7C15ull; }
 
 /* Signals: 0 the puts', 1 the bare ones, 2 the put-values', 3 rank 1's
  * acknowledgements (rank 0 reuses a region only after it). */
 static int caseOrder(const ncclDevComm_t* dc, char* win, int mem) {
+  const int rounds = getenv("GIN_ROUNDS") ? atoi(getenv("GIN_ROUNDS")) : 1000;
   uint64_t bare = 0, values = 0;
-  for (int k0 = 0; k0 < ORDER_ROUNDS; k0 += ORDER_FLIGHT) {
+  for (int k0 = 0; k0 < rounds; k0 += ORDER_FLIGHT) {
     for (int k = k0; k < k0 + ORDER_FLIGHT; k++) {
       const size_t off = (size_t)(k % ORDER_FLIGHT) * ORDER_REGION;
       const int nbare = k * 5 % 24, value = k % 3 == 0;
@@ -227,11 +229,11 @@ static int caseOrder(const ncclDevComm_t* dc, char* win, int mem) {
   }
   if (c->rank == 1) {
     usleep(20000); /* a signal applied twice would show by now */
-    EXPECT(dc->ginProxy->hostSignals[0] == ORDER_ROUNDS && dc->ginProxy->hostSignals[1] == bare &&
+    EXPECT(dc->ginProxy->hostSignals[0] == (uint64_t)((rounds + ORDER_FLIGHT - 1) / ORDER_FLIGHT * ORDER_FLIGHT) && dc->ginProxy->hostSignals[1] == bare &&
                dc->ginProxy->hostSignals[2] == values,
            "signals %llu %llu %llu, want %d %llu %llu", (unsigned long long)dc->ginProxy->hostSignals[0],
            (unsigned long long)dc->ginProxy->hostSignals[1], (unsigned long long)dc->ginProxy->hostSignals[2],
-           ORDER_ROUNDS, (unsigned long long)bare, (unsigned long long)values);
+           (rounds + ORDER_FLIGHT - 1) / ORDER_FLIGHT * ORDER_FLIGHT, (unsigned long long)bare, (unsigned long long)values);
   }
   return flush(dc);
 }
