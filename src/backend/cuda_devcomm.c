@@ -454,6 +454,12 @@ static ncclResult_t devCreate(struct ncclComm* comm, const ncclDevCommRequiremen
   if (res == ncclSuccess && ginHosts) res = anycclGinSetup(comm);
   if (res == ncclSuccess && ginHosts) res = ginRegisterAll(comm, d);
   if (res == ncclSuccess && ginHosts) res = anycclGinAttach(comm, index, nSignals, nCounters, out);
+  /* No GIN operation reaches a peer's proxy before the peer registered its windows and attached this device
+   * communicator (its signals would be dropped); every rank meets here, also after a local failure. */
+  if (ginHosts) {
+    ncclResult_t gr = bootstrapBarrier(comm->bootstrap, 0x7d32);
+    if (res == ncclSuccess) res = gr;
+  }
   if (res != ncclSuccess) {
     devRecFree(d);
     return res;
