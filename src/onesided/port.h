@@ -98,7 +98,7 @@ struct portConn {
   int peerNslots;                    /* LOCAL/IPC: slots in peerSlots (the peer said) */
   char* discard;                     /* receive room for a put that cannot land */
   uint64_t discardSize;
-  int closed;
+  int closed;                        /* receives end: the peer closed it normally, or it failed */
 };
 
 /* An operation on the proxy stream; store: a host counter to raise to

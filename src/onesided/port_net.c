@@ -115,8 +115,25 @@ static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclRe
   return moved;
 }
 
+/* Test hook (test_port's recvfail case): ANYCCL_TEST_PORT_REFUSE_HDR=N
+ * refuses the Nth receive of headers this process posts, as a network
+ * whose connection failed would. */
+static int refuseHdr(void) {
+  static int at = -1, n;
+  int a = __atomic_load_n(&at, __ATOMIC_RELAXED);
+  if (a < 0) {
+    const char* e = getenv("ANYCCL_TEST_PORT_REFUSE_HDR");
+    __atomic_store_n(&at, a = e ? atoi(e) : 0, __ATOMIC_RELAXED);
+  }
+  return a > 0 && __atomic_add_fetch(&n, 1, __ATOMIC_RELAXED) == a;
+}
+
 static ncclResult_t postRecv(struct anycclProxyService* s, struct portConn* c, int kind, void* data, size_t size,
                              uint64_t stageEntry) {
+  if (kind == RQ_HDR && refuseHdr()) {
+    WARN("port proxy of rank %d: receive refused (ANYCCL_TEST_PORT_REFUSE_HDR)", s->rank);
+    return ncclSystemError;
+  }
   int i = (c->rhead + c->rcount) % NET_RQ;
   if (kind == RQ_HDR) data = c->rhdr[i], size = sizeof(c->rhdr[i]);
   int tag = 0;
@@ -265,9 +282,8 @@ static int drainBatch(struct anycclProxyService* s, struct portConn* c, int peer
   return 0;
 }
 
-static int progressRecv(struct anycclProxyService* s, struct portConn* c, int peer, ncclResult_t* err) {
+static int recvSome(struct anycclProxyService* s, struct portConn* c, int peer, ncclResult_t* err) {
   int moved = 0;
-  if (c->closed) return 0;
   if (c->ipend < c->npend) { /* a batch whose next header found no bounce buffer or queue room before */
     if (drainBatch(s, c, peer, err) != 0) return 0;
     moved = 1;
@@ -306,6 +322,17 @@ static int progressRecv(struct anycclProxyService* s, struct portConn* c, int pe
     c->ipend = 0;
     if (drainBatch(s, c, peer, err) != 0) return moved;
   }
+  return moved;
+}
+
+/* A connection whose receive side failed takes nothing more: the proxy
+ * keeps calling this after an error (the service is in error by then), and
+ * a batch whose last header was applied before posting the next receives
+ * failed must not be applied again. */
+static int progressRecv(struct anycclProxyService* s, struct portConn* c, int peer, ncclResult_t* err) {
+  if (c->closed) return 0;
+  int moved = recvSome(s, c, peer, err);
+  if (*err != ncclSuccess) c->closed = 1;
   return moved;
 }
 

@@ -65,10 +65,14 @@ static int flush(const ncclDevComm_t* dc) {
   return 0;
 }
 
+/* Bounded (10 s); on a timeout it tells a word still moving (a slow run) from a stuck one. */
 static int waitWord(const uint64_t* w, uint64_t least, const char* what) {
   double t0 = nowSec();
+  uint64_t at5 = UINT64_MAX;
   while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < least) {
-    EXPECT(nowSec() - t0 < 10, "%s stayed at %llu, want %llu", what, (unsigned long long)*w, (unsigned long long)least);
+    if (at5 == UINT64_MAX && nowSec() - t0 >= 5) at5 = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    EXPECT(nowSec() - t0 < 10, "%s stayed at %llu, want %llu (%llu after 5 s)", what, (unsigned long long)*w,
+           (unsigned long long)least, (unsigned long long)at5);
     sched_yield();
   }
   return 0;
