@@ -323,6 +323,8 @@ static int caseRecvFail(struct ctx* c) {
     OK(anycclPortSignal(&p.ch));
     OK(anycclPortFlush(&p.ch));
     usleep(300000); /* alive while rank 0 looks */
+    anycclProxyServiceStop(p.svc);
+    OK(anycclProxyServiceDestroy(p.svc));
     return 0;
   }
   OK(anycclPortWait(&p.ch));
