@@ -100,6 +100,13 @@ static void messages(struct fuzzIn* in) {
   while (in->n > 0) {
     unsigned g = fuzzByte(in);
     size_t got = g < 200 ? sizeof(struct portMsg) : g - 200; /* mostly whole headers */
+    /* the size of a received message of headers (a batch) */
+    size_t batch = fuzzByte(in);
+    batch = (batch | (size_t)fuzzByte(in) << 8) % (2 * PORT_BATCH * sizeof(struct portMsg) + 2);
+    char bwhy[128] = "";
+    int nb = portNetBatchCount(batch, bwhy, sizeof(bwhy));
+    if (nb < 0) FUZZ_CHECK(bwhy[0] != '\0');
+    else FUZZ_CHECK(nb >= 1 && nb <= PORT_BATCH && (size_t)nb * sizeof(struct portMsg) == batch);
     uint8_t bytes[sizeof(struct portMsg)];
     fuzzTake(in, bytes, sizeof(bytes));
     struct portMsg m;

@@ -159,7 +159,12 @@ static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, in
     me->offset = (uint64_t)(buff - (char*)base);
     me->ipcOk = 1;
   }
-  ncclResult_t res = bootstrapAllGather(comm->bootstrap, all, sizeof(*all));
+  /* the GIN proxy's memory id (the same on every rank: this is collective), before the exchange, so that no
+   * rank's GIN reaches this window before it is registered here */
+  int ginMem = -1;
+  ncclResult_t res = anycclGinRegister(comm, buff, size, &ginMem);
+  ncclResult_t ar = bootstrapAllGather(comm->bootstrap, all, sizeof(*all)); /* every rank runs it */
+  if (res == ncclSuccess) res = ar;
   struct anycclWin* w = NULL;
   if (res == ncclSuccess && lsaSize > ANYCCL_DEV_MAX_LSA) {
     WARN("ncclCommWindowRegister: %d ranks share a host, more than this build's %d (ANYCCL_DEV_MAX_LSA)", lsaSize,
@@ -177,7 +182,8 @@ static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, in
   if (res != ncclSuccess) goto fail;
   w->magic = WIN_MAGIC;
   w->comm = comm;
-  w->rec = (struct ncclWindow_vidmem){buff, size, lsaRank, lsaSize, comm->rank, flags, w, {0}, -1, 0};
+  w->rec = (struct ncclWindow_vidmem){buff, size, lsaRank, lsaSize, comm->rank, flags, w, {0}, ginMem, 0};
+  ginMem = -1; /* w owns it */
   for (int i = 0; i < lsaSize; i++) {
     int q = comm->rank - lsaRank + i;
     const struct winMsg* m = &all[q];
@@ -203,8 +209,6 @@ static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, in
       w->rec.lsaBase[i] = peerBase + m->offset;
     }
   }
-  /* the GIN proxy's memory id: the same on every rank (this is collective) */
-  if ((res = anycclGinRegister(comm, buff, size, &w->rec.ginMem)) != ncclSuccess) goto fail;
   int e = acuMalloc((void**)&w->dev, sizeof(w->rec));
   if (e == 0) e = acuMemcpyHtoD(w->dev, &w->rec, sizeof(w->rec));
   if (e != 0) {
@@ -217,6 +221,7 @@ static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, in
   return ncclSuccess;
 fail:
   free(all);
+  anycclGinUnregister(comm, ginMem);
   if (w) winFree(w);
   return res;
 }
@@ -454,6 +459,12 @@ static ncclResult_t devCreate(struct ncclComm* comm, const ncclDevCommRequiremen
   if (res == ncclSuccess && ginHosts) res = anycclGinSetup(comm);
   if (res == ncclSuccess && ginHosts) res = ginRegisterAll(comm, d);
   if (res == ncclSuccess && ginHosts) res = anycclGinAttach(comm, index, nSignals, nCounters, out);
+  /* No GIN operation reaches a peer's proxy before the peer registered its windows and attached this device
+   * communicator (its signals would be dropped); every rank meets here, also after a local failure. */
+  if (ginHosts) {
+    ncclResult_t gr = bootstrapBarrier(comm->bootstrap, 0x7d32);
+    if (res == ncclSuccess) res = gr;
+  }
   if (res != ncclSuccess) {
     devRecFree(d);
     return res;

@@ -46,6 +46,12 @@ struct portMsg {
 
 #define NET_SQ 256 /* send queue entries per connection */
 #define NET_RQ 4
+/* Header-only messages queued back to back (signals, custom messages, at
+ * most one put header last) leave as one network message of up to
+ * PORT_BATCH headers, so a receiver takes them in one hand-off; each
+ * connection has PORT_SBATCH such send buffers. */
+#define PORT_BATCH 16
+#define PORT_SBATCH 8
 
 struct netSendEntry {
   struct portMsg msg;
@@ -59,6 +65,7 @@ struct netSendEntry {
   uint64_t* bump;  /* raised by 1 (release) once the entry completed (GIN counters), or NULL */
   uint64_t inlineData; /* a put of at most 8 bytes carried here (portNetPutInline) */
   uint64_t t0;     /* ANYCCL_PROFILE_HOST: when it was queued (0: off) */
+  int batch;       /* its header message carries the next entries' too: the send buffer (sbatch), else -1 */
 };
 
 struct portConn {
@@ -73,13 +80,17 @@ struct portConn {
   void* recvComm;
   struct netSendEntry sq[NET_SQ];
   uint64_t sqHead, sqPosted, sqTail; /* completed, being posted, queued */
-  struct portMsg rhdr[NET_RQ];
+  struct portMsg rhdr[NET_RQ][PORT_BATCH]; /* header receives: up to PORT_BATCH headers each */
+  struct portMsg sbatch[PORT_SBATCH][PORT_BATCH];
+  int sbatchBusy[PORT_SBATCH];
+  struct portMsg pend[PORT_BATCH];   /* a received batch, delivered in order from ipend */
+  int npend, ipend;
   void* rreq[NET_RQ];
   int rkind[NET_RQ];                 /* 0 header, 1 data */
   size_t rsize[NET_RQ];              /* bytes posted */
   int rhead, rcount;
   uint64_t rstage[NET_RQ];           /* staged receives: the data's entry in the staging queue */
-  int held;                          /* staged receives: a header waits for a bounce buffer or queue room */
+  int held;                          /* staged receives: pend[ipend] waits for a bounce buffer or queue room */
   struct portMsg heldMsg;
   char* heldPtr;
   int heldKind, heldSlot;
@@ -87,7 +98,7 @@ struct portConn {
   int peerNslots;                    /* LOCAL/IPC: slots in peerSlots (the peer said) */
   char* discard;                     /* receive room for a put that cannot land */
   uint64_t discardSize;
-  int closed;
+  int closed;                        /* receives end: the peer closed it normally, or it failed */
 };
 
 /* An operation on the proxy stream; store: a host counter to raise to
@@ -212,6 +223,9 @@ enum { PORT_MSG_PUT = 0, PORT_MSG_DISCARD, PORT_MSG_SIGNAL, PORT_MSG_BAD, PORT_M
 /* In a custom message's type as its handler gets it: the last put before it
  * on that connection was dropped (its bytes went nowhere). */
 #define PORT_MSG_AFTER_DROP 0x10000u
+/* A received header message of `got` bytes: how many headers it holds (1
+ * to PORT_BATCH), or -1 with the reason in why. */
+int portNetBatchCount(size_t got, char* why, size_t whyLen);
 int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* bytes, size_t got, struct portMsg* m,
                     char** ptr, int* slot, char* why, size_t whyLen);
 ncclResult_t portNetConnect(struct anycclProxyService* s, int peer);

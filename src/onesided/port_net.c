@@ -59,9 +59,31 @@ static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclRe
       if (ready <= 0) return moved;
     }
     if (e->state == 0) {
-      if ((*err = net->isend(c->sendComm, &e->msg, sizeof(e->msg), 0, NULL, &e->hreq)) != ncclSuccess) return moved;
+      /* the entries behind it that are ready ride along: header-only ones,
+       * and at most one put last (its data follows as its own message) */
+      int k = 1, b = -1;
+      if (!(e->msg.type == ANYCCL_TRIG_PUT && e->msg.size > 0)) {
+        for (uint64_t p = c->sqPosted + 1; k < PORT_BATCH && p < c->sqTail; p++) {
+          const struct netSendEntry* f = &c->sq[p % NET_SQ];
+          if (f->state != 0 || f->event) break;
+          k++;
+          if (f->msg.type == ANYCCL_TRIG_PUT && f->msg.size > 0) break;
+        }
+        for (int i = 0; k > 1 && i < PORT_SBATCH && b < 0; i++) b = c->sbatchBusy[i] ? -1 : i;
+        if (b < 0) k = 1;
+      }
+      const void* hdr = &e->msg;
+      if (k > 1) {
+        for (int j = 0; j < k; j++) c->sbatch[b][j] = c->sq[(c->sqPosted + j) % NET_SQ].msg;
+        hdr = c->sbatch[b];
+      }
+      if ((*err = net->isend(c->sendComm, (void*)hdr, k * sizeof(e->msg), 0, NULL, &e->hreq)) != ncclSuccess)
+        return moved;
       if (e->hreq == NULL) break;
       e->state = 1;
+      e->batch = k > 1 ? b : -1;
+      if (k > 1) c->sbatchBusy[b] = 1;
+      for (int j = 1; j < k; j++) c->sq[(c->sqPosted + j) % NET_SQ].state = 1; /* sent with e's */
     }
     if (e->state == 1 && e->msg.type == ANYCCL_TRIG_PUT && e->msg.size > 0) { /* only puts carry data */
       if ((*err = net->isend(c->sendComm, (void*)e->data, e->msg.size, 0, NULL, &e->dreq)) != ncclSuccess)
@@ -78,6 +100,7 @@ static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclRe
     if (e->hreq) {
       if ((*err = net->test(e->hreq, &d, NULL)) != ncclSuccess || !d) return moved;
       e->hreq = NULL;
+      if (e->batch >= 0) c->sbatchBusy[e->batch] = 0;
     }
     if (e->dreq) {
       if ((*err = net->test(e->dreq, &d, NULL)) != ncclSuccess || !d) return moved;
@@ -92,10 +115,27 @@ static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclRe
   return moved;
 }
 
+/* Test hook (test_port's recvfail case): ANYCCL_TEST_PORT_REFUSE_HDR=N
+ * refuses the Nth receive of headers this process posts, as a network
+ * whose connection failed would. */
+static int refuseHdr(void) {
+  static int at = -1, n;
+  int a = __atomic_load_n(&at, __ATOMIC_RELAXED);
+  if (a < 0) {
+    const char* e = getenv("ANYCCL_TEST_PORT_REFUSE_HDR");
+    __atomic_store_n(&at, a = e ? atoi(e) : 0, __ATOMIC_RELAXED);
+  }
+  return a > 0 && __atomic_add_fetch(&n, 1, __ATOMIC_RELAXED) == a;
+}
+
 static ncclResult_t postRecv(struct anycclProxyService* s, struct portConn* c, int kind, void* data, size_t size,
                              uint64_t stageEntry) {
+  if (kind == RQ_HDR && refuseHdr()) {
+    WARN("port proxy of rank %d: receive refused (ANYCCL_TEST_PORT_REFUSE_HDR)", s->rank);
+    return ncclSystemError;
+  }
   int i = (c->rhead + c->rcount) % NET_RQ;
-  if (kind == RQ_HDR) data = &c->rhdr[i], size = sizeof(c->rhdr[i]);
+  if (kind == RQ_HDR) data = c->rhdr[i], size = sizeof(c->rhdr[i]);
   int tag = 0;
   void* req = NULL;
   NCCLCHECK(s->net->irecv(c->recvComm, 1, &data, &size, &tag, NULL, &req));
@@ -109,6 +149,15 @@ static ncclResult_t postRecv(struct anycclProxyService* s, struct portConn* c, i
   c->rstage[i] = stageEntry;
   c->rcount++;
   return ncclSuccess;
+}
+
+int portNetBatchCount(size_t got, char* why, size_t whyLen) {
+  if (got == 0 || got % sizeof(struct portMsg) != 0 || got > PORT_BATCH * sizeof(struct portMsg)) {
+    snprintf(why, whyLen, "a message of headers of %zu bytes (a multiple of %zu, at most %zu)", got,
+             sizeof(struct portMsg), PORT_BATCH * sizeof(struct portMsg));
+    return -1;
+  }
+  return (int)(got / sizeof(struct portMsg));
 }
 
 int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* bytes, size_t got, struct portMsg* m,
@@ -159,7 +208,7 @@ int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* by
  * applied (now, or behind earlier staged puts). 0: done; 1: no room now
  * (the caller holds the header); -1: error. */
 static int deliver(struct anycclProxyService* s, struct portConn* c, int peer, int kind, const struct portMsg* m,
-                   char* ptr, int slot, ncclResult_t* err) {
+                   char* ptr, int slot, int last, ncclResult_t* err) {
   uint64_t entry = UINT64_MAX;
   if (kind == PORT_MSG_DISCARD) {
     ptr = c->discard;
@@ -171,18 +220,72 @@ static int deliver(struct anycclProxyService* s, struct portConn* c, int peer, i
   } else if (kind == PORT_MSG_CUSTOM && (*err = s->netHandler(s->netHandlerArg, peer, m)) != ncclSuccess) {
     return -1;
   }
+  if (!last) return 0; /* (a batch's earlier headers carry no data) */
   if (m->type == ANYCCL_TRIG_PUT && m->size > 0 && (*err = postRecv(s, c, RQ_DATA, ptr, m->size, entry)) != ncclSuccess)
     return -1;
   if ((*err = postRecv(s, c, RQ_HDR, NULL, 0, UINT64_MAX)) != ncclSuccess) return -1;
   return 0;
 }
 
-static int progressRecv(struct anycclProxyService* s, struct portConn* c, int peer, ncclResult_t* err) {
-  int moved = 0;
-  if (c->closed) return 0;
-  if (c->held) { /* a header that found no bounce buffer or queue room before */
-    if (deliver(s, c, peer, c->heldKind, &c->heldMsg, c->heldPtr, c->heldSlot, err) != 0) return 0;
+/* Deliver the received batch's headers in order from ipend; the last one
+ * posts the next receives. 0: all delivered; 1: held (no room now: no
+ * further receive is posted on this connection until it is delivered); -1:
+ * error (*err). */
+static int drainBatch(struct anycclProxyService* s, struct portConn* c, int peer, ncclResult_t* err) {
+  while (c->ipend < c->npend) {
+    const int last = c->ipend == c->npend - 1;
+    struct portMsg m;
+    char* ptr;
+    int slot, kind;
+    if (c->held) {
+      m = c->heldMsg, ptr = c->heldPtr, kind = c->heldKind, slot = c->heldSlot;
+    } else {
+      char why[256];
+      kind = portNetParseMsg(s, peer, &c->pend[c->ipend], sizeof(struct portMsg), &m, &ptr, &slot, why, sizeof(why));
+      if (kind != PORT_MSG_BAD && !last && m.type == ANYCCL_TRIG_PUT && m.size > 0) {
+        snprintf(why, sizeof(why), "a put header with data inside a batch (header %d of %d)", c->ipend + 1, c->npend);
+        kind = PORT_MSG_BAD;
+      }
+      if (kind == PORT_MSG_BAD) {
+        WARN("port proxy of rank %d: %s; the connection to rank %d fails", s->rank, why, peer);
+        *err = ncclRemoteError;
+        return -1;
+      }
+      if (kind == PORT_MSG_DISCARD) {
+        if (!__atomic_exchange_n(&s->warned, 1, __ATOMIC_RELAXED))
+          WARN("port proxy of rank %d: %s; dropped (flush reports ncclInvalidArgument)", s->rank, why);
+        portSetError(s, ncclInvalidArgument);
+        if (m.type == ANYCCL_TRIG_PUT && c->discardSize < m.size) { /* its bytes still come: receive and drop them */
+          char* dd = realloc(c->discard, m.size);
+          if (dd == NULL) {
+            *err = ncclSystemError;
+            return -1;
+          }
+          c->discard = dd;
+          c->discardSize = m.size;
+        }
+      }
+      /* a custom message right behind a put that was dropped says so (GIN drops the put's signal) */
+      if (m.type == ANYCCL_TRIG_PUT) c->putDropped = kind == PORT_MSG_DISCARD;
+      if (kind == PORT_MSG_CUSTOM && c->putDropped) m.type |= PORT_MSG_AFTER_DROP;
+    }
+    int h = deliver(s, c, peer, kind, &m, ptr, slot, last, err);
+    if (h < 0) return -1;
+    if (h > 0) {
+      c->held = 1;
+      c->heldMsg = m, c->heldPtr = ptr, c->heldKind = kind, c->heldSlot = slot;
+      return 1;
+    }
     c->held = 0;
+    c->ipend++;
+  }
+  return 0;
+}
+
+static int recvSome(struct anycclProxyService* s, struct portConn* c, int peer, ncclResult_t* err) {
+  int moved = 0;
+  if (c->ipend < c->npend) { /* a batch whose next header found no bounce buffer or queue room before */
+    if (drainBatch(s, c, peer, err) != 0) return 0;
     moved = 1;
   }
   if (c->rcount == 0 && (*err = postRecv(s, c, RQ_HDR, NULL, 0, UINT64_MAX)) != ncclSuccess) return 0;
@@ -197,7 +300,6 @@ static int progressRecv(struct anycclProxyService* s, struct portConn* c, int pe
       c->closed = 1;
       return moved;
     }
-    char why[256];
     if (c->rkind[i] != RQ_HDR) {
       if (got == c->rsize[i]) {
         if (c->rstage[i] != UINT64_MAX && (*err = portStageData(s, c->rstage[i])) != ncclSuccess) return moved;
@@ -208,43 +310,29 @@ static int progressRecv(struct anycclProxyService* s, struct portConn* c, int pe
       *err = ncclRemoteError;
       return moved;
     }
-    struct portMsg m;
-    char* ptr;
-    int slot;
-    int kind = portNetParseMsg(s, peer, &c->rhdr[i], got, &m, &ptr, &slot, why, sizeof(why));
-    if (kind == PORT_MSG_BAD) {
+    char why[128];
+    const int k = portNetBatchCount(got, why, sizeof(why));
+    if (k < 0) {
       WARN("port proxy of rank %d: %s; the connection to rank %d fails", s->rank, why, peer);
       *err = ncclRemoteError;
       return moved;
     }
-    if (kind == PORT_MSG_DISCARD) {
-      if (!__atomic_exchange_n(&s->warned, 1, __ATOMIC_RELAXED))
-        WARN("port proxy of rank %d: %s; dropped (flush reports ncclInvalidArgument)", s->rank, why);
-      portSetError(s, ncclInvalidArgument);
-      if (m.type == ANYCCL_TRIG_PUT && c->discardSize < m.size) { /* its bytes still come: receive and drop them */
-        char* dd = realloc(c->discard, m.size);
-        if (dd == NULL) {
-          *err = ncclSystemError;
-          return moved;
-        }
-        c->discard = dd;
-        c->discardSize = m.size;
-      }
-    }
-    /* a custom message right behind a put that was dropped says so (GIN drops the put's signal) */
-    if (m.type == ANYCCL_TRIG_PUT) c->putDropped = kind == PORT_MSG_DISCARD;
-    if (kind == PORT_MSG_CUSTOM && c->putDropped) m.type |= PORT_MSG_AFTER_DROP;
-    int h = deliver(s, c, peer, kind, &m, ptr, slot, err);
-    if (h < 0) return moved;
-    if (h > 0) { /* hold it: no further receive is posted on this connection until it is delivered */
-      c->held = 1;
-      c->heldMsg = m;
-      c->heldPtr = ptr;
-      c->heldKind = kind;
-      c->heldSlot = slot;
-      return moved;
-    }
+    memcpy(c->pend, c->rhdr[i], got);
+    c->npend = k;
+    c->ipend = 0;
+    if (drainBatch(s, c, peer, err) != 0) return moved;
   }
+  return moved;
+}
+
+/* A connection whose receive side failed takes nothing more: the proxy
+ * keeps calling this after an error (the service is in error by then), and
+ * a batch whose last header was applied before posting the next receives
+ * failed must not be applied again. */
+static int progressRecv(struct anycclProxyService* s, struct portConn* c, int peer, ncclResult_t* err) {
+  if (c->closed) return 0;
+  int moved = recvSome(s, c, peer, err);
+  if (*err != ncclSuccess) c->closed = 1;
   return moved;
 }
 
@@ -292,6 +380,7 @@ ncclResult_t portNetQueue(struct anycclProxyService* s, int peer, const struct p
   e->stageBuf = stageBuf;
   e->event = event;
   e->bump = bump;
+  e->batch = -1;
   e->t0 = anycclProfNow();
   c->sqTail++;
   return ncclSuccess;

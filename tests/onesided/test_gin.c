@@ -2,7 +2,11 @@
  * backend: two processes on two virtual hosts (NCCL_HOSTID), a host thread
  * standing in for device code writes descriptors and triggers the way
  * include/nccl_device/gin.h does, the proxies move them.
- *   test_gin CASE     (CASE: ops, bad)
+ *   test_gin CASE     (CASE: ops, bad, reuse, order)
+ * Every rank zeroes its window, then the pair meets (a bootstrap barrier, as
+ * ncclDevCommCreate's) before any operation: a window is written only once
+ * its owner registered and zeroed it. GIN_LATE_ZERO_US (test-only) makes the
+ * receiver that slow to zero it (gin.hosts.ops_late).
  * ops: rank 0 puts 3 regions (each with a signal add, one with a counter),
  *   a put-value with a signal, a bare signal, many small puts that fill the
  *   FIFO, then flush: the counter is raised once per counted put, done has
@@ -13,10 +17,18 @@
  *   and the service's error; nothing is written; later operations work.
  * reuse: 1500 windows registered and deregistered in turn (more than
  *   ANYCCL_PORT_MAX_MEMORIES) each take id 0 again; with two live and the
- *   first deregistered, the next takes its id; then ops on that window. */
+ *   first deregistered, the next takes its id; then ops on that window.
+ * order: GIN_ROUNDS (1000) rounds of a put (1 byte to 40 KB, several
+ *   messages with a small ANYCCL_PORT_CHUNK or bounce buffer) with its
+ *   signal, sometimes a
+ *   put-value with its signal, then 0-23 bare signals (batches of headers,
+ *   some ending in the next put's header); rank 1 checks each round's bytes
+ *   as soon as its signal arrived (a signal that overtook its put's bytes
+ *   shows as stale bytes); 16 rounds in flight, then an acknowledgement. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include "port_harness.h"
+#include "bootstrap.h"
 #include "comm.h"
 #include "nccl_device/core.h"
 #include "../../src/onesided/port.h"
@@ -53,10 +65,14 @@ static int flush(const ncclDevComm_t* dc) {
   return 0;
 }
 
+/* Bounded (10 s); on a timeout it tells a word still moving (a slow run) from a stuck one. */
 static int waitWord(const uint64_t* w, uint64_t least, const char* what) {
   double t0 = nowSec();
+  uint64_t at5 = UINT64_MAX;
   while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < least) {
-    EXPECT(nowSec() - t0 < 10, "%s stayed at %llu, want %llu", what, (unsigned long long)*w, (unsigned long long)least);
+    if (at5 == UINT64_MAX && nowSec() - t0 >= 5) at5 = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    EXPECT(nowSec() - t0 < 10, "%s stayed at %llu, want %llu (%llu after 5 s)", what, (unsigned long long)*w,
+           (unsigned long long)least, (unsigned long long)at5);
     sched_yield();
   }
   return 0;
@@ -69,6 +85,26 @@ static struct anycclGinDesc desc(uint32_t op, int peer, int mem, uint64_t dstOff
 }
 
 static uint8_t pat(size_t i) { return (uint8_t)(i * 131 + 7); }
+
+/* want(i) for every byte of win[from, to); on a mismatch, whether the right
+ * byte shows up 100 ms later (it landed after the signal: an ordering bug)
+ * or not (it was never sent, or erased after it landed). */
+static int checkBytes(const char* win, size_t from, size_t to, uint8_t (*want)(size_t, uint64_t), uint64_t arg,
+                      const char* what) {
+  for (size_t i = from; i < to; i++) {
+    uint8_t got = (uint8_t)__atomic_load_n(&win[i], __ATOMIC_RELAXED);
+    if (got == want(i, arg)) continue;
+    usleep(100000);
+    uint8_t later = (uint8_t)__atomic_load_n(&win[i], __ATOMIC_RELAXED);
+    const int bytesRight = 0;
+    EXPECT(bytesRight, "%s, byte %zu: %u, want %u (100 ms later: %u: %s)", what, i, got, want(i, arg), later,
+           later == want(i, arg) ? "it landed after its signal" : "never landed, or erased");
+  }
+  return 0;
+}
+/* the bytes of round k (0: the ops case's), or zero */
+static uint8_t patArg(size_t i, uint64_t k) { return (uint8_t)(pat(i) ^ (k * 37)); }
+static uint8_t zeroArg(size_t i, uint64_t k) { return (void)i, (void)k, 0; }
 
 enum { WIN = 1 << 20, SMALL = 600 };
 
@@ -102,13 +138,12 @@ static int caseOps(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem)
     memset(win, 0xEE, WIN); /* flushed: the sources may change */
     return 0;
   }
-  memset(win, 0, WIN);
   if (waitWord(&dc->ginProxy->hostSignals[0], 2, "signal 0") || waitWord(&dc->ginProxy->hostSignals[1], 7 + SMALL, "signal 1") ||
       waitWord(&dc->ginProxy->hostSignals[2], 5, "signal 2") || waitWord(&dc->ginProxy->hostSignals[3], 3, "signal 3"))
     return 1;
-  for (size_t i = 0; i < a + b + e; i++) EXPECT((uint8_t)win[i] == pat(i), "byte %zu: %u, want %u", i, (uint8_t)win[i], pat(i));
-  for (size_t i = a + b + e; i < WIN / 2; i++) EXPECT(win[i] == 0, "byte %zu written", i);
-  for (size_t i = WIN / 2; i < WIN / 2 + 16 * SMALL; i++) EXPECT((uint8_t)win[i] == pat(i), "small put byte %zu", i);
+  if (checkBytes(win, 0, a + b + e, patArg, 0, "the 3 puts") || checkBytes(win, a + b + e, WIN / 2, zeroArg, 0, "unwritten") ||
+      checkBytes(win, WIN / 2, WIN / 2 + 16 * SMALL, patArg, 0, "the small puts"))
+    return 1;
   uint64_t v;
   memcpy(&v, win + WIN - 8, 8);
   EXPECT(v == 0x1122334455667788ull, "put-value %llx", (unsigned long long)v);
@@ -140,7 +175,6 @@ static int caseBad(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem)
     if (push(dc, &d) != 0 || flush(dc) != 0) return 1;
     return 0;
   }
-  memset(win, 0, WIN);
   if (waitWord(&dc->ginProxy->hostSignals[0], 1, "signal 0")) return 1;
   for (int k = 0; k < 64; k++) EXPECT(win[64 + k] == (char)(k + 1), "the good put, byte %d", k);
   for (size_t i = 0; i < WIN; i++)
@@ -148,6 +182,64 @@ static int caseBad(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem)
   usleep(50000);
   EXPECT(dc->ginProxy->hostSignals[0] == 1, "signal 0 = %llu: a dropped operation signalled", (unsigned long long)dc->ginProxy->hostSignals[0]);
   return 0;
+}
+
+enum { ORDER_FLIGHT = 16, ORDER_REGION = 40000, ORDER_VALUES = 16 * ORDER_REGION };
+static uint64_t orderBytes(int k) { return 1 + (uint64_t)k * 7919 % ORDER_REGION; }
+static uint64_t orderValue(int k) { return (uint64_t)(k + 1) * 0x9E3779B97F4A7C15ull; }
+
+/* Signals: 0 the puts', 1 the bare ones, 2 the put-values', 3 rank 1's
+ * acknowledgements (rank 0 reuses a region only after it). */
+static int caseOrder(const ncclDevComm_t* dc, char* win, int mem) {
+  const int rounds = getenv("GIN_ROUNDS") ? atoi(getenv("GIN_ROUNDS")) : 1000;
+  uint64_t bare = 0, values = 0;
+  for (int k0 = 0; k0 < rounds; k0 += ORDER_FLIGHT) {
+    for (int k = k0; k < k0 + ORDER_FLIGHT; k++) {
+      const size_t off = (size_t)(k % ORDER_FLIGHT) * ORDER_REGION;
+      const int nbare = k * 5 % 24, value = k % 3 == 0;
+      if (c->rank == 0) { /* rounds k0.. of sources: unchanged until flushed and acknowledged */
+        for (size_t i = 0; i < orderBytes(k); i++) win[off + i] = (char)patArg(off + i, (uint64_t)k);
+        struct anycclGinDesc d = desc(ANYCCL_GIN_PUT, 1, mem, off, (uint64_t)(uintptr_t)(win + off), orderBytes(k), 0, 1, -1);
+        if (push(dc, &d) != 0) return 1;
+        if (value) {
+          d = desc(ANYCCL_GIN_PUT_VALUE, 1, mem, ORDER_VALUES + 8 * (k % ORDER_FLIGHT), orderValue(k), 8, 2, 1, -1);
+          if (push(dc, &d) != 0) return 1;
+        }
+        for (int i = 0; i < nbare; i++)
+          if (push(dc, &(struct anycclGinDesc){ANYCCL_GIN_SIGNAL, 1, -1, 0, 0, 0, 0, 1, 1, -1, 0}) != 0) return 1;
+        continue;
+      }
+      /* rank 1: its bytes as soon as its signal is there (the later rounds' may still be arriving) */
+      if (waitWord(&dc->ginProxy->hostSignals[0], (uint64_t)k + 1, "the puts' signal")) return 1;
+      char what[64];
+      snprintf(what, sizeof(what), "round %d's put of %llu bytes", k, (unsigned long long)orderBytes(k));
+      if (checkBytes(win, off, off + orderBytes(k), patArg, (uint64_t)k, what)) return 1;
+      bare += (uint64_t)nbare;
+      if (value) {
+        if (waitWord(&dc->ginProxy->hostSignals[2], ++values, "the put-values' signal")) return 1;
+        uint64_t v;
+        memcpy(&v, win + ORDER_VALUES + 8 * (k % ORDER_FLIGHT), 8);
+        EXPECT(v == orderValue(k), "round %d's put-value: %llx, want %llx", k, (unsigned long long)v,
+               (unsigned long long)orderValue(k));
+      }
+    }
+    const uint64_t acks = (uint64_t)(k0 / ORDER_FLIGHT + 1);
+    if (c->rank == 0) {
+      if (flush(dc) != 0 || waitWord(&dc->ginProxy->hostSignals[3], acks, "rank 1's acknowledgement")) return 1;
+    } else {
+      if (waitWord(&dc->ginProxy->hostSignals[1], bare, "the bare signals")) return 1;
+      if (push(dc, &(struct anycclGinDesc){ANYCCL_GIN_SIGNAL, 0, -1, 0, 0, 0, 0, 1, 3, -1, 0}) != 0) return 1;
+    }
+  }
+  if (c->rank == 1) {
+    usleep(20000); /* a signal applied twice would show by now */
+    EXPECT(dc->ginProxy->hostSignals[0] == (uint64_t)((rounds + ORDER_FLIGHT - 1) / ORDER_FLIGHT * ORDER_FLIGHT) && dc->ginProxy->hostSignals[1] == bare &&
+               dc->ginProxy->hostSignals[2] == values,
+           "signals %llu %llu %llu, want %d %llu %llu", (unsigned long long)dc->ginProxy->hostSignals[0],
+           (unsigned long long)dc->ginProxy->hostSignals[1], (unsigned long long)dc->ginProxy->hostSignals[2],
+           (rounds + ORDER_FLIGHT - 1) / ORDER_FLIGHT * ORDER_FLIGHT, (unsigned long long)bare, (unsigned long long)values);
+  }
+  return flush(dc);
 }
 
 /* Timing, not a test (`test_gin pingpong`): rounds in which each rank
@@ -209,7 +301,11 @@ static int runRank(const char* name, int r, const char* hex) {
   OK(anycclGinAttach(comm, 0, 4, 2, &dc));
   EXPECT(dc.ginProxy && dc.ginProxy->fifoSize >= 2 && dc.ginProxy->hostSignals && dc.ginProxy->hostCounters,
          "device view");
+  if (c->rank == 1 && getenv("GIN_LATE_ZERO_US")) usleep((useconds_t)atoi(getenv("GIN_LATE_ZERO_US")));
+  memset(win, 0, WIN);
+  OK(bootstrapBarrier(comm->bootstrap, 0x61e0)); /* registered and zeroed everywhere */
   int res = strcmp(name, "pingpong") == 0 ? casePingpong(&dc, win, mem)
+            : strcmp(name, "order") == 0  ? caseOrder(&dc, win, mem)
             : strcmp(name, "bad") != 0    ? caseOps(comm, &dc, win, mem)
                                           : caseBad(comm, &dc, win, mem);
   (void)keep;
@@ -223,8 +319,8 @@ int main(int argc, char** argv) {
   alarm(25);
   if (argc == 6 && strcmp(argv[1], "--child") == 0) return runRank(argv[3], atoi(argv[4]), argv[5]);
   if (argc != 2 || (strcmp(argv[1], "ops") != 0 && strcmp(argv[1], "bad") != 0 && strcmp(argv[1], "reuse") != 0 &&
-                    strcmp(argv[1], "pingpong") != 0)) {
-    fprintf(stderr, "usage: %s ops|bad|reuse|pingpong\n", argv[0]);
+                    strcmp(argv[1], "order") != 0 && strcmp(argv[1], "pingpong") != 0)) {
+    fprintf(stderr, "usage: %s ops|bad|reuse|order|pingpong\n", argv[0]);
     return 2;
   }
   if (forkPair(argv[0], "hosts", argv[1], 1)) return 1;

@@ -287,6 +287,59 @@ static int caseDead(struct ctx* c) {
   return pairTeardown(c, &p);
 }
 
+/* Processes: a peer that signals and dies before this proxy starts. Its
+ * signal and the end of the connection then arrive together: the signal is
+ * taken at most once (the P2P engine may fail the connection before the
+ * proxy takes it), and a wait after it fails. */
+static int caseDeadLate(struct ctx* c) {
+  struct pair p;
+  if (pairSetup(c, &p, 4096, 0, c->rank == 1)) return 1;
+  if (c->rank == 1) {
+    OK(anycclPortSignal(&p.ch));
+    OK(anycclPortFlush(&p.ch)); /* it has left */
+    _exit(0);
+  }
+  usleep(200000); /* rank 1 is gone */
+  OK(anycclProxyServiceStart(p.svc));
+  ncclResult_t r = anycclPortWait(&p.ch);
+  if (r == ncclSuccess) r = anycclPortWait(&p.ch);
+  EXPECT(r != ncclSuccess, "a second wait returned success: the one signal was taken twice");
+  anycclProxyServiceStop(p.svc);
+  OK(anycclProxyServiceDestroy(p.svc));
+  return 0;
+}
+
+/* Processes: rank 0's third receive of headers is refused (a network whose
+ * connection failed right after a signal arrived), so the second signal is
+ * taken and then the connection fails: that signal counts once (a third
+ * wait fails; nothing more shows up), however often the proxy runs after. */
+static int caseRecvFail(struct ctx* c) {
+  if (c->rank == 0) setenv("ANYCCL_TEST_PORT_REFUSE_HDR", "3", 1); /* 1: the first receive, 2: after signal 1 */
+  struct pair p;
+  if (pairSetup(c, &p, 4096, 0, 1)) return 1;
+  if (c->rank == 1) {
+    OK(anycclPortSignal(&p.ch));
+    OK(anycclPortWait(&p.ch));
+    OK(anycclPortSignal(&p.ch));
+    OK(anycclPortFlush(&p.ch));
+    usleep(300000); /* alive while rank 0 looks */
+    anycclProxyServiceStop(p.svc);
+    OK(anycclProxyServiceDestroy(p.svc));
+    return 0;
+  }
+  OK(anycclPortWait(&p.ch));
+  OK(anycclPortSignal(&p.ch));
+  OK(anycclPortWait(&p.ch));
+  ncclResult_t r = anycclPortWait(&p.ch);
+  EXPECT(r == ncclSystemError, "a third wait after the connection failed: %s (want ncclSystemError; success: the "
+         "second signal was taken again)", ncclGetErrorString(r));
+  usleep(50000); /* the proxy goes on running */
+  EXPECT(anycclPortPoll(&p.ch) == 0, "a signal showed up after the connection failed");
+  anycclProxyServiceStop(p.svc);
+  OK(anycclProxyServiceDestroy(p.svc));
+  return 0;
+}
+
 /* Memory channel: put, get, signal/wait, LL packets (two rounds). */
 static int caseMemchan(struct ctx* c) {
   enum { H = 8192, PK = 2048 };
@@ -631,7 +684,7 @@ static const struct { const char* name; caseFn fn; } kCases[] = {
   {"big", caseBig},
   {"order", caseOrder}, {"fifo", caseFifo}, {"sems", caseSems}, {"mems", caseMems}, {"bad", caseBad},
   {"dead", caseDead}, {"memchan", caseMemchan}, {"host", caseHost}, {"custom", caseCustom}, {"encode", caseEncode}, {"two", caseTwo},
-  {"direct", caseDirect}, {"mixed", caseMixed},
+  {"direct", caseDirect}, {"mixed", caseMixed}, {"deadlate", caseDeadLate}, {"recvfail", caseRecvFail},
 };
 
 static caseFn findCase(const char* name) {
@@ -647,7 +700,7 @@ static int runChild(const char* mode, caseFn fn, int rank, const char* hex) {
   EXPECT(cudaSetDevice(strcmp(mode, "hosts") == 0 ? 0 : rank) == cudaSuccess, "cudaSetDevice");
   OK(ncclCommInitRank(&cx.comm, 2, id, rank));
   int r = fn(&cx);
-  if (fn == caseDead) ncclCommAbort(cx.comm);
+  if (fn == caseDead || fn == caseDeadLate || fn == caseRecvFail) ncclCommAbort(cx.comm);
   else ncclCommDestroy(cx.comm);
   return r;
 }
@@ -682,7 +735,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < 2; r++) ncclCommDestroy(comms[r]);
     fails = a[0].result + a[1].result;
   } else {
-    if (fn == caseDead) {
+    if (fn == caseDead || fn == caseDeadLate || fn == caseRecvFail) {
       unsetenv("ANYCCL_OP_TIMEOUT");
       setenv("ANYCCL_PORT_TIMEOUT", "10", 1);
     }
