@@ -2,34 +2,54 @@
  * backend: two processes on two virtual hosts (NCCL_HOSTID), a host thread
  * standing in for device code writes descriptors and triggers the way
  * include/nccl_device/gin.h does, the proxies move them.
- *   test_gin CASE     (CASE: ops, bad)
- * ops: rank 0 puts 3 regions (each with a signal add, one with a counter),
- *   a put-value with a signal, a bare signal, many small puts that fill the
- *   FIFO, then flush: the counter is raised once per counted put, done has
- *   passed every entry. Rank 1 waits on its host signal words, checks every
+ *   test_gin CASE     (CASE: ops, bad, reuse, producers, pingpong)
+ * ops: rank 0 pushes a descriptor of zeros (peer 0, itself: dropped, the
+ *   "bad peer" WARN every run prints), a bare signal, puts 3 regions (each
+ *   with a signal add, one with a counter), a put-value with a signal, and
+ *   64 small puts more than the FIFO holds, then flush: the counter is
+ *   raised once per counted put, done has passed every entry. Rank 1 waits on its host signal words, checks every
  *   byte and that each signal arrived exactly once (no more after).
  * bad: descriptors with a bad peer, an unknown device communicator, a counter
  *   out of range and a window nobody registered are dropped with one WARN
  *   and the service's error; nothing is written; later operations work.
  * reuse: 1500 windows registered and deregistered in turn (more than
  *   ANYCCL_PORT_MAX_MEMORIES) each take id 0 again; with two live and the
- *   first deregistered, the next takes its id; then ops on that window. */
+ *   first deregistered, the next takes its id; then ops on that window.
+ * producers: 4 threads push at once while device communicators and windows
+ *   come and go (caseProducers).
+ * The ranks meet (a bootstrap barrier) once both registered their window
+ * and rank 1 cleared it, as ncclDevCommCreate and window registration do.
+ * Waits fail after 10 s without progress, not after 10 s in all: a staged
+ * put costs several thread hand-offs (copy workers, socket helpers, two
+ * proxies) that take milliseconds each on a loaded machine. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include "port_harness.h"
+#include "bootstrap.h"
 #include "comm.h"
 #include "nccl_device/core.h"
 #include "../../src/onesided/port.h"
 
 static struct ctx gctx, *c = &gctx; /* the harness's EXPECT names c->rank */
 
+/* A wait's bound: STALL_S seconds in which the watched word did not move. */
+enum { STALL_S = 10 };
+struct stall { uint64_t last; double since; };
+static int stalled(struct stall* st, uint64_t now) {
+  double t = nowSec();
+  if (st->since == 0 || now != st->last) st->last = now, st->since = t;
+  return t - st->since >= STALL_S;
+}
+
 /* gin.h's anycclGinPush, on the host. */
 static int push(const ncclDevComm_t* dc, const struct anycclGinDesc* d) {
   uint64_t s = __atomic_fetch_add(dc->ginProxy->fifoHead, 1ULL, __ATOMIC_RELAXED);
-  double t0 = nowSec();
-  while (s - __atomic_load_n(dc->ginProxy->tail, __ATOMIC_ACQUIRE) >= dc->ginProxy->fifoSize) {
+  struct stall st = {0};
+  uint64_t t;
+  while (s - (t = __atomic_load_n(dc->ginProxy->tail, __ATOMIC_ACQUIRE)) >= dc->ginProxy->fifoSize) {
     EXPECT(__atomic_load_n(dc->ginProxy->state, __ATOMIC_ACQUIRE) == 0, "the proxy failed");
-    EXPECT(nowSec() - t0 < 10, "no room in the FIFO for 10 s");
+    EXPECT(!stalled(&st, t), "no room in the FIFO: the proxy took nothing for %d s (tail %llu)", STALL_S,
+           (unsigned long long)t);
     sched_yield(); /* the proxy and the stream workers need the cores */
   }
   uint32_t slot = (uint32_t)(s & (dc->ginProxy->fifoSize - 1));
@@ -43,10 +63,10 @@ static int push(const ncclDevComm_t* dc, const struct anycclGinDesc* d) {
 }
 
 static int flush(const ncclDevComm_t* dc) {
-  uint64_t want = __atomic_load_n(dc->ginProxy->fifoHead, __ATOMIC_ACQUIRE);
-  double t0 = nowSec();
-  while ((int64_t)(__atomic_load_n(dc->ginProxy->done, __ATOMIC_ACQUIRE) - want) < 0) {
-    EXPECT(nowSec() - t0 < 10, "flush: done stayed at %llu, want %llu", (unsigned long long)*dc->ginProxy->done,
+  uint64_t want = __atomic_load_n(dc->ginProxy->fifoHead, __ATOMIC_ACQUIRE), d;
+  struct stall st = {0};
+  while ((int64_t)((d = __atomic_load_n(dc->ginProxy->done, __ATOMIC_ACQUIRE)) - want) < 0) {
+    EXPECT(!stalled(&st, d), "flush: done stayed at %llu for %d s, want %llu", (unsigned long long)d, STALL_S,
            (unsigned long long)want);
     sched_yield();
   }
@@ -54,9 +74,11 @@ static int flush(const ncclDevComm_t* dc) {
 }
 
 static int waitWord(const uint64_t* w, uint64_t least, const char* what) {
-  double t0 = nowSec();
-  while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < least) {
-    EXPECT(nowSec() - t0 < 10, "%s stayed at %llu, want %llu", what, (unsigned long long)*w, (unsigned long long)least);
+  struct stall st = {0};
+  uint64_t v;
+  while ((v = __atomic_load_n(w, __ATOMIC_ACQUIRE)) < least) {
+    EXPECT(!stalled(&st, v), "%s stayed at %llu for %d s, want %llu", what, (unsigned long long)v, STALL_S,
+           (unsigned long long)least);
     sched_yield();
   }
   return 0;
@@ -70,10 +92,18 @@ static struct anycclGinDesc desc(uint32_t op, int peer, int mem, uint64_t dstOff
 
 static uint8_t pat(size_t i) { return (uint8_t)(i * 131 + 7); }
 
-enum { WIN = 1 << 20, SMALL = 600 };
+enum { WIN = 1 << 20 };
+
+/* Small puts that more than fill the FIFO (ANYCCL_PORT_FIFO_SIZE), no more:
+ * the same count on both ranks (the same setting). */
+static int smallPuts(const ncclDevComm_t* dc) {
+  uint32_t n = dc->ginProxy->fifoSize + 64;
+  return n < WIN / 2 / 16 ? (int)n : WIN / 2 / 16;
+}
 
 static int caseOps(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem) {
   const size_t a = 40000, b = 300000, e = 3; /* 3 regions: [0,a) [a,a+b) [a+b,a+b+e) */
+  const int SMALL = smallPuts(dc);
   if (c->rank == 0) {
     for (size_t i = 0; i < WIN; i++) win[i] = (char)pat(i);
     if (push(dc, &(struct anycclGinDesc){0}) != 0) return 1; /* op 0: dropped (a bad descriptor first) */
@@ -102,7 +132,6 @@ static int caseOps(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem)
     memset(win, 0xEE, WIN); /* flushed: the sources may change */
     return 0;
   }
-  memset(win, 0, WIN);
   if (waitWord(&dc->ginProxy->hostSignals[0], 2, "signal 0") || waitWord(&dc->ginProxy->hostSignals[1], 7 + SMALL, "signal 1") ||
       waitWord(&dc->ginProxy->hostSignals[2], 5, "signal 2") || waitWord(&dc->ginProxy->hostSignals[3], 3, "signal 3"))
     return 1;
@@ -140,13 +169,86 @@ static int caseBad(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem)
     if (push(dc, &d) != 0 || flush(dc) != 0) return 1;
     return 0;
   }
-  memset(win, 0, WIN);
   if (waitWord(&dc->ginProxy->hostSignals[0], 1, "signal 0")) return 1;
   for (int k = 0; k < 64; k++) EXPECT(win[64 + k] == (char)(k + 1), "the good put, byte %d", k);
   for (size_t i = 0; i < WIN; i++)
     if (i < 64 || i >= 128) EXPECT(win[i] == 0, "byte %zu written by a dropped operation", i);
   usleep(50000);
   EXPECT(dc->ginProxy->hostSignals[0] == 1, "signal 0 = %llu: a dropped operation signalled", (unsigned long long)dc->ginProxy->hostSignals[0]);
+  return 0;
+}
+
+/* producers: PRODUCERS threads of rank 0 push PER_PRODUCER descriptors each
+ * at once (the blocks of a kernel): bare signals and put-values, each with
+ * its own signal add, through a FIFO they wrap many times; meanwhile both
+ * ranks attach more device communicators and register and deregister a
+ * window (id 1) again and again. Rank 1 checks every put-value's 8 bytes and
+ * each signal's exact sum: a descriptor read before it was written, read
+ * twice, or a commit lost shows as a wrong value, a wrong sum or a stall. */
+enum { PRODUCERS = 4, PER_PRODUCER = 250 };
+struct producer { const ncclDevComm_t* dc; int mem, t, res; };
+static uint64_t addOf(int k) { return 1 + (uint64_t)(k % 5); }
+static uint64_t valueOf(int t, int k) { return ((uint64_t)(t + 1) << 32) | (uint64_t)(k + 1); }
+static void* producerMain(void* arg) {
+  struct producer* p = arg;
+  for (int k = 0; k < PER_PRODUCER && p->res == 0; k++) {
+    struct anycclGinDesc d = k % 3 == 0
+      ? desc(ANYCCL_GIN_PUT_VALUE, 1, p->mem, 8 * (uint64_t)(p->t * PER_PRODUCER + k), valueOf(p->t, k), 8, p->t, addOf(k), -1)
+      : desc(ANYCCL_GIN_SIGNAL, 1, -1, 0, 0, 0, p->t, addOf(k), -1);
+    p->res = push(p->dc, &d);
+  }
+  return NULL;
+}
+
+static int churn(ncclComm_t comm, char* win) {
+  ncclDevComm_t more;
+  for (int i = 1; i < 16; i++) OK(anycclGinAttach(comm, i, 4, 2, &more));
+  for (int k = 0; k < 300; k++) {
+    int m;
+    OK(anycclGinRegister(comm, win + WIN - 4096, 4096, &m));
+    EXPECT(m == 1, "the churned window took id %d, not 1", m);
+    anycclGinUnregister(comm, m);
+    sched_yield();
+  }
+  return 0;
+}
+
+static int caseProducers(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem) {
+  uint64_t sum = 0;
+  for (int k = 0; k < PER_PRODUCER; k++) sum += addOf(k);
+  if (c->rank == 0) {
+    struct producer p[PRODUCERS];
+    pthread_t th[PRODUCERS];
+    for (int t = 0; t < PRODUCERS; t++) {
+      p[t] = (struct producer){dc, mem, t, 0};
+      EXPECT(pthread_create(&th[t], NULL, producerMain, &p[t]) == 0, "pthread_create");
+    }
+    int bad = churn(comm, win);
+    for (int t = 0; t < PRODUCERS; t++) {
+      pthread_join(th[t], NULL);
+      bad |= p[t].res;
+    }
+    if (bad || flush(dc) != 0) return 1;
+    EXPECT(anycclProxyServiceGetError(anycclGinService(comm), 0) == ncclSuccess, "the proxy dropped a descriptor");
+    return 0;
+  }
+  if (churn(comm, win)) return 1;
+  for (int t = 0; t < PRODUCERS; t++) {
+    char what[32];
+    snprintf(what, sizeof(what), "signal %d", t);
+    if (waitWord(&dc->ginProxy->hostSignals[t], sum, what)) return 1;
+  }
+  for (int t = 0; t < PRODUCERS; t++)
+    for (int k = 0; k < PER_PRODUCER; k++) {
+      uint64_t v;
+      memcpy(&v, win + 8 * (size_t)(t * PER_PRODUCER + k), 8);
+      EXPECT(v == (k % 3 == 0 ? valueOf(t, k) : 0), "producer %d, descriptor %d: %llx", t, k, (unsigned long long)v);
+    }
+  usleep(50000); /* a descriptor taken twice would show by now */
+  for (int t = 0; t < PRODUCERS; t++)
+    EXPECT(dc->ginProxy->hostSignals[t] == sum, "signal %d: %llu, want %llu", t,
+           (unsigned long long)dc->ginProxy->hostSignals[t], (unsigned long long)sum);
+  EXPECT(anycclProxyServiceGetError(anycclGinService(comm), 0) == ncclSuccess, "the proxy dropped a message");
   return 0;
 }
 
@@ -209,7 +311,11 @@ static int runRank(const char* name, int r, const char* hex) {
   OK(anycclGinAttach(comm, 0, 4, 2, &dc));
   EXPECT(dc.ginProxy && dc.ginProxy->fifoSize >= 2 && dc.ginProxy->hostSignals && dc.ginProxy->hostCounters,
          "device view");
-  int res = strcmp(name, "pingpong") == 0 ? casePingpong(&dc, win, mem)
+  /* rank 1's window cleared and both registered before the first put leaves rank 0 */
+  if (c->rank == 1) memset(win, 0, WIN);
+  OK(bootstrapBarrier(comm->bootstrap, 0x6731));
+  int res = strcmp(name, "pingpong") == 0    ? casePingpong(&dc, win, mem)
+            : strcmp(name, "producers") == 0 ? caseProducers(comm, &dc, win, mem)
             : strcmp(name, "bad") != 0    ? caseOps(comm, &dc, win, mem)
                                           : caseBad(comm, &dc, win, mem);
   (void)keep;
@@ -223,8 +329,8 @@ int main(int argc, char** argv) {
   alarm(25);
   if (argc == 6 && strcmp(argv[1], "--child") == 0) return runRank(argv[3], atoi(argv[4]), argv[5]);
   if (argc != 2 || (strcmp(argv[1], "ops") != 0 && strcmp(argv[1], "bad") != 0 && strcmp(argv[1], "reuse") != 0 &&
-                    strcmp(argv[1], "pingpong") != 0)) {
-    fprintf(stderr, "usage: %s ops|bad|reuse|pingpong\n", argv[0]);
+                    strcmp(argv[1], "pingpong") != 0 && strcmp(argv[1], "producers") != 0)) {
+    fprintf(stderr, "usage: %s ops|bad|reuse|producers|pingpong\n", argv[0]);
     return 2;
   }
   if (forkPair(argv[0], "hosts", argv[1], 1)) return 1;
