@@ -2,15 +2,19 @@
  * backend: two processes on two virtual hosts (NCCL_HOSTID), a host thread
  * standing in for device code writes descriptors and triggers the way
  * include/nccl_device/gin.h does, the proxies move them.
- *   test_gin CASE     (CASE: ops, bad, reuse, order)
+ *   test_gin CASE     (CASE: ops, bad, reuse, order, producers, pingpong)
  * Every rank zeroes its window, then the pair meets (a bootstrap barrier, as
  * ncclDevCommCreate's) before any operation: a window is written only once
  * its owner registered and zeroed it. GIN_LATE_ZERO_US (test-only) makes the
- * receiver that slow to zero it (gin.hosts.ops_late).
- * ops: rank 0 puts 3 regions (each with a signal add, one with a counter),
- *   a put-value with a signal, a bare signal, many small puts that fill the
- *   FIFO, then flush: the counter is raised once per counted put, done has
- *   passed every entry. Rank 1 waits on its host signal words, checks every
+ * receiver that slow to zero it (gin.hosts.ops_late). Waits fail after 10 s
+ * without progress, not after 10 s in all: a staged put costs several
+ * thread hand-offs (copy workers, socket helpers, two proxies) that take
+ * milliseconds each on a loaded machine.
+ * ops: rank 0 pushes a descriptor of zeros (peer 0, itself: dropped, the
+ *   "bad peer" WARN every run prints), a bare signal, puts 3 regions (each
+ *   with a signal add, one with a counter), a put-value with a signal, and
+ *   64 small puts more than the FIFO holds, then flush: the counter is
+ *   raised once per counted put, done has passed every entry. Rank 1 waits on its host signal words, checks every
  *   byte and that each signal arrived exactly once (no more after).
  * bad: descriptors with a bad peer, an unknown device communicator, a counter
  *   out of range and a window nobody registered are dropped with one WARN
@@ -24,7 +28,9 @@
  *   put-value with its signal, then 0-23 bare signals (batches of headers,
  *   some ending in the next put's header); rank 1 checks each round's bytes
  *   as soon as its signal arrived (a signal that overtook its put's bytes
- *   shows as stale bytes); 16 rounds in flight, then an acknowledgement. */
+ *   shows as stale bytes); 16 rounds in flight, then an acknowledgement.
+ * producers: 4 threads push at once while device communicators and windows
+ *   come and go (caseProducers). */
 #define _GNU_SOURCE
 #include <sched.h>
 #include "port_harness.h"
@@ -35,13 +41,24 @@
 
 static struct ctx gctx, *c = &gctx; /* the harness's EXPECT names c->rank */
 
+/* A wait's bound: STALL_S seconds in which the watched word did not move. */
+enum { STALL_S = 10 };
+struct stall { uint64_t last; double since; };
+static int stalled(struct stall* st, uint64_t now) {
+  double t = nowSec();
+  if (st->since == 0 || now != st->last) st->last = now, st->since = t;
+  return t - st->since >= STALL_S;
+}
+
 /* gin.h's anycclGinPush, on the host. */
 static int push(const ncclDevComm_t* dc, const struct anycclGinDesc* d) {
   uint64_t s = __atomic_fetch_add(dc->ginProxy->fifoHead, 1ULL, __ATOMIC_RELAXED);
-  double t0 = nowSec();
-  while (s - __atomic_load_n(dc->ginProxy->tail, __ATOMIC_ACQUIRE) >= dc->ginProxy->fifoSize) {
+  struct stall st = {0};
+  uint64_t t;
+  while (s - (t = __atomic_load_n(dc->ginProxy->tail, __ATOMIC_ACQUIRE)) >= dc->ginProxy->fifoSize) {
     EXPECT(__atomic_load_n(dc->ginProxy->state, __ATOMIC_ACQUIRE) == 0, "the proxy failed");
-    EXPECT(nowSec() - t0 < 10, "no room in the FIFO for 10 s");
+    EXPECT(!stalled(&st, t), "no room in the FIFO: the proxy took nothing for %d s (tail %llu)", STALL_S,
+           (unsigned long long)t);
     sched_yield(); /* the proxy and the stream workers need the cores */
   }
   uint32_t slot = (uint32_t)(s & (dc->ginProxy->fifoSize - 1));
@@ -55,10 +72,10 @@ static int push(const ncclDevComm_t* dc, const struct anycclGinDesc* d) {
 }
 
 static int flush(const ncclDevComm_t* dc) {
-  uint64_t want = __atomic_load_n(dc->ginProxy->fifoHead, __ATOMIC_ACQUIRE);
-  double t0 = nowSec();
-  while ((int64_t)(__atomic_load_n(dc->ginProxy->done, __ATOMIC_ACQUIRE) - want) < 0) {
-    EXPECT(nowSec() - t0 < 10, "flush: done stayed at %llu, want %llu", (unsigned long long)*dc->ginProxy->done,
+  uint64_t want = __atomic_load_n(dc->ginProxy->fifoHead, __ATOMIC_ACQUIRE), d;
+  struct stall st = {0};
+  while ((int64_t)((d = __atomic_load_n(dc->ginProxy->done, __ATOMIC_ACQUIRE)) - want) < 0) {
+    EXPECT(!stalled(&st, d), "flush: done stayed at %llu for %d s, want %llu", (unsigned long long)d, STALL_S,
            (unsigned long long)want);
     sched_yield();
   }
@@ -67,12 +84,11 @@ static int flush(const ncclDevComm_t* dc) {
 
 /* Bounded (10 s); on a timeout it tells a word still moving (a slow run) from a stuck one. */
 static int waitWord(const uint64_t* w, uint64_t least, const char* what) {
-  double t0 = nowSec();
-  uint64_t at5 = UINT64_MAX;
-  while (__atomic_load_n(w, __ATOMIC_ACQUIRE) < least) {
-    if (at5 == UINT64_MAX && nowSec() - t0 >= 5) at5 = __atomic_load_n(w, __ATOMIC_ACQUIRE);
-    EXPECT(nowSec() - t0 < 10, "%s stayed at %llu, want %llu (%llu after 5 s)", what, (unsigned long long)*w,
-           (unsigned long long)least, (unsigned long long)at5);
+  struct stall st = {0};
+  uint64_t v;
+  while ((v = __atomic_load_n(w, __ATOMIC_ACQUIRE)) < least) {
+    EXPECT(!stalled(&st, v), "%s stayed at %llu for %d s, want %llu", what, (unsigned long long)v, STALL_S,
+           (unsigned long long)least);
     sched_yield();
   }
   return 0;
@@ -106,10 +122,19 @@ static int checkBytes(const char* win, size_t from, size_t to, uint8_t (*want)(s
 static uint8_t patArg(size_t i, uint64_t k) { return (uint8_t)(pat(i) ^ (k * 37)); }
 static uint8_t zeroArg(size_t i, uint64_t k) { return (void)i, (void)k, 0; }
 
-enum { WIN = 1 << 20, SMALL = 600 };
+
+enum { WIN = 1 << 20 };
+
+/* Small puts that more than fill the FIFO (ANYCCL_PORT_FIFO_SIZE), no more:
+ * the same count on both ranks (the same setting). */
+static int smallPuts(const ncclDevComm_t* dc) {
+  uint32_t n = dc->ginProxy->fifoSize + 64;
+  return n < WIN / 2 / 16 ? (int)n : WIN / 2 / 16;
+}
 
 static int caseOps(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem) {
   const size_t a = 40000, b = 300000, e = 3; /* 3 regions: [0,a) [a,a+b) [a+b,a+b+e) */
+  const int SMALL = smallPuts(dc);
   if (c->rank == 0) {
     for (size_t i = 0; i < WIN; i++) win[i] = (char)pat(i);
     if (push(dc, &(struct anycclGinDesc){0}) != 0) return 1; /* op 0: dropped (a bad descriptor first) */
@@ -242,6 +267,80 @@ static int caseOrder(const ncclDevComm_t* dc, char* win, int mem) {
   return flush(dc);
 }
 
+/* producers: PRODUCERS threads of rank 0 push PER_PRODUCER descriptors each
+ * at once (the blocks of a kernel): bare signals and put-values, each with
+ * its own signal add, through a FIFO they wrap many times; meanwhile both
+ * ranks attach more device communicators and register and deregister a
+ * window (id 1) again and again. Rank 1 checks every put-value's 8 bytes and
+ * each signal's exact sum: a descriptor read before it was written, read
+ * twice, or a commit lost shows as a wrong value, a wrong sum or a stall. */
+enum { PRODUCERS = 4, PER_PRODUCER = 250 };
+struct producer { const ncclDevComm_t* dc; int mem, t, res; };
+static uint64_t addOf(int k) { return 1 + (uint64_t)(k % 5); }
+static uint64_t valueOf(int t, int k) { return ((uint64_t)(t + 1) << 32) | (uint64_t)(k + 1); }
+static void* producerMain(void* arg) {
+  struct producer* p = arg;
+  for (int k = 0; k < PER_PRODUCER && p->res == 0; k++) {
+    struct anycclGinDesc d = k % 3 == 0
+      ? desc(ANYCCL_GIN_PUT_VALUE, 1, p->mem, 8 * (uint64_t)(p->t * PER_PRODUCER + k), valueOf(p->t, k), 8, p->t, addOf(k), -1)
+      : desc(ANYCCL_GIN_SIGNAL, 1, -1, 0, 0, 0, p->t, addOf(k), -1);
+    p->res = push(p->dc, &d);
+  }
+  return NULL;
+}
+
+static int churn(ncclComm_t comm, char* win) {
+  ncclDevComm_t more;
+  for (int i = 1; i < 16; i++) OK(anycclGinAttach(comm, i, 4, 2, &more));
+  for (int k = 0; k < 300; k++) {
+    int m;
+    OK(anycclGinRegister(comm, win + WIN - 4096, 4096, &m));
+    EXPECT(m == 1, "the churned window took id %d, not 1", m);
+    anycclGinUnregister(comm, m);
+    sched_yield();
+  }
+  return 0;
+}
+
+static int caseProducers(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem) {
+  uint64_t sum = 0;
+  for (int k = 0; k < PER_PRODUCER; k++) sum += addOf(k);
+  if (c->rank == 0) {
+    struct producer p[PRODUCERS];
+    pthread_t th[PRODUCERS];
+    for (int t = 0; t < PRODUCERS; t++) {
+      p[t] = (struct producer){dc, mem, t, 0};
+      EXPECT(pthread_create(&th[t], NULL, producerMain, &p[t]) == 0, "pthread_create");
+    }
+    int bad = churn(comm, win);
+    for (int t = 0; t < PRODUCERS; t++) {
+      pthread_join(th[t], NULL);
+      bad |= p[t].res;
+    }
+    if (bad || flush(dc) != 0) return 1;
+    EXPECT(anycclProxyServiceGetError(anycclGinService(comm), 0) == ncclSuccess, "the proxy dropped a descriptor");
+    return 0;
+  }
+  if (churn(comm, win)) return 1;
+  for (int t = 0; t < PRODUCERS; t++) {
+    char what[32];
+    snprintf(what, sizeof(what), "signal %d", t);
+    if (waitWord(&dc->ginProxy->hostSignals[t], sum, what)) return 1;
+  }
+  for (int t = 0; t < PRODUCERS; t++)
+    for (int k = 0; k < PER_PRODUCER; k++) {
+      uint64_t v;
+      memcpy(&v, win + 8 * (size_t)(t * PER_PRODUCER + k), 8);
+      EXPECT(v == (k % 3 == 0 ? valueOf(t, k) : 0), "producer %d, descriptor %d: %llx", t, k, (unsigned long long)v);
+    }
+  usleep(50000); /* a descriptor taken twice would show by now */
+  for (int t = 0; t < PRODUCERS; t++)
+    EXPECT(dc->ginProxy->hostSignals[t] == sum, "signal %d: %llu, want %llu", t,
+           (unsigned long long)dc->ginProxy->hostSignals[t], (unsigned long long)sum);
+  EXPECT(anycclProxyServiceGetError(anycclGinService(comm), 0) == ncclSuccess, "the proxy dropped a message");
+  return 0;
+}
+
 /* Timing, not a test (`test_gin pingpong`): rounds in which each rank
  * signals the other N times (as N blocks' GIN barriers do) and waits for the
  * other's N; GIN_ROUNDS, GIN_SIGNALS, GIN_PUT (bytes of a put before the
@@ -304,8 +403,9 @@ static int runRank(const char* name, int r, const char* hex) {
   if (c->rank == 1 && getenv("GIN_LATE_ZERO_US")) usleep((useconds_t)atoi(getenv("GIN_LATE_ZERO_US")));
   memset(win, 0, WIN);
   OK(bootstrapBarrier(comm->bootstrap, 0x61e0)); /* registered and zeroed everywhere */
-  int res = strcmp(name, "pingpong") == 0 ? casePingpong(&dc, win, mem)
-            : strcmp(name, "order") == 0  ? caseOrder(&dc, win, mem)
+  int res = strcmp(name, "pingpong") == 0    ? casePingpong(&dc, win, mem)
+            : strcmp(name, "order") == 0     ? caseOrder(&dc, win, mem)
+            : strcmp(name, "producers") == 0 ? caseProducers(comm, &dc, win, mem)
             : strcmp(name, "bad") != 0    ? caseOps(comm, &dc, win, mem)
                                           : caseBad(comm, &dc, win, mem);
   (void)keep;
@@ -319,8 +419,9 @@ int main(int argc, char** argv) {
   alarm(25);
   if (argc == 6 && strcmp(argv[1], "--child") == 0) return runRank(argv[3], atoi(argv[4]), argv[5]);
   if (argc != 2 || (strcmp(argv[1], "ops") != 0 && strcmp(argv[1], "bad") != 0 && strcmp(argv[1], "reuse") != 0 &&
-                    strcmp(argv[1], "order") != 0 && strcmp(argv[1], "pingpong") != 0)) {
-    fprintf(stderr, "usage: %s ops|bad|reuse|order|pingpong\n", argv[0]);
+                    strcmp(argv[1], "order") != 0 && strcmp(argv[1], "pingpong") != 0 &&
+                    strcmp(argv[1], "producers") != 0)) {
+    fprintf(stderr, "usage: %s ops|bad|reuse|order|producers|pingpong\n", argv[0]);
     return 2;
   }
   if (forkPair(argv[0], "hosts", argv[1], 1)) return 1;
