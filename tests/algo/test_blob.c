@@ -284,8 +284,9 @@ static void collCase(struct ncclComm* comm, anycclFunc f, size_t count, const ch
 /* Send/recv in one group: with every rank (self included: a copy), or a
  * ring (send to r+1, receive from r-1, as nccl-tests' sendrecv). */
 /* wantCuts: how many GPU lanes each send and receive lane becomes (the
- * measured rule, as a table: 1 below 64 KB, 8 up to 4 MB, one per 512 KB
- * beyond, at most the 32 p2p connections of a peer pair). */
+ * measured rule, as a table: 1 below 64 KB, else one per 128 KB
+ * (ANYCCL_CUDA_P2P_CUT_BYTES), at least 8 (ANYCCL_CUDA_P2P_CUTS_MIN), at
+ * most the 32 p2p connections of a peer pair). */
 static void p2pCase(struct ncclComm* comm, size_t bytes, int allPairs, size_t maxBlob, int wantCuts) {
   int n = comm->nRanks, r = comm->rank;
   struct anycclTask ts[64];
@@ -355,16 +356,17 @@ int main(void) {
     p2pCase(comm, (64 << 10) - 64, 0, ACU_BLOB_TINY, 1);
     p2pCase(comm, 64 << 10, 0, small, 8);
     p2pCase(comm, 256 << 10, 0, small, 8);
-    p2pCase(comm, 2 << 20, 0, small, 8);
-    p2pCase(comm, 4 << 20, 0, small, 8);
-    p2pCase(comm, (4 << 20) + (512 << 10), 0, small, 9);
-    p2pCase(comm, 8 << 20, 0, small, 16);
-    p2pCase(comm, 16 << 20, 0, small, 32);
+    p2pCase(comm, 1 << 20, 0, small, 8);
+    p2pCase(comm, (1 << 20) + (512 << 10), 0, small, 12);
+    p2pCase(comm, 2 << 20, 0, small, 16);
+    p2pCase(comm, (2 << 20) + 1024, 0, small, 17);
+    p2pCase(comm, 4 << 20, 0, small, 32);
+    p2pCase(comm, 8 << 20, 0, small, 32);
     p2pCase(comm, 64 << 20, 0, small, 32);
+    /* all pairs (an all-to-all on 4 ranks): 7 lanes cut that many ways */
     p2pCase(comm, 256 << 10, 1, small, 8);
-    p2pCase(comm, 2 << 20, 1, small, 8);
-    p2pCase(comm, 4 << 20, 1, small, 8);
-    p2pCase(comm, 8 << 20, 1, large, 16);
+    p2pCase(comm, 2 << 20, 1, large, 16);
+    p2pCase(comm, 4 << 20, 1, large, 32);
     p2pCase(comm, 64 << 20, 1, large, 32);
     collCase(comm, FUNC_REDUCE, (512 << 20) / sizeof(float), "reduce", large, 128);
     collCase(comm, FUNC_BROADCAST, (64 << 20) / sizeof(float), "broadcast", small, 64);
