@@ -732,9 +732,11 @@ static int isP2pLane(const struct ncclComm* comm, const struct anycclLane* l) {
 int anycclP2pCuts(const struct ncclComm* comm, uint64_t bytes) {
   int K = comm->p2pChannels;
   if (bytes < P2P_CUT_MIN) return 1;
-  const int64_t per = anycclParamInt(PARAM_CUDA_P2P_CUT_BYTES), least = anycclParamInt(PARAM_CUDA_P2P_CUTS_MIN);
-  uint64_t c = (bytes + (uint64_t)(per > 4096 ? per : 4096) - 1) / (uint64_t)(per > 4096 ? per : 4096);
-  if (c < (uint64_t)(least > 1 ? least : 1)) c = (uint64_t)(least > 1 ? least : 1);
+  int64_t per = anycclParamInt(PARAM_CUDA_P2P_CUT_BYTES), least = anycclParamInt(PARAM_CUDA_P2P_CUTS_MIN);
+  if (per < 4096) per = 4096;
+  if (least < 1) least = 1;
+  uint64_t c = (bytes + (uint64_t)per - 1) / (uint64_t)per;
+  if (c < (uint64_t)least) c = (uint64_t)least;
   return c > (uint64_t)K ? K : (int)c;
 }
 
