@@ -323,6 +323,10 @@ ncclResult_t anycclCudaSetup(struct ncclComm* comm) {
   me->devSegSize = comm->devSegSize;
   ACUCHECK(acuIpcGetMemHandle(&me->devIpc, comm->devSeg));
   NCCLCHECK(anycclPeerInfoExchange(comm));
+  comm->nvlinkAll = anycclCudaNvlinkAll(comm);
+  if (r == 0)
+    INFO(NCCL_INIT, "cuda backend: NVLink between all %d GPUs: %s (LL128 lines for the two-shot kernels: %s)", n,
+         comm->nvlinkAll ? "yes" : "no", anycclCudaSymmLL128(comm) ? "on" : "off");
 
   ANYCCL_CALLOC(comm->devPeerBase, n);
   ANYCCL_CALLOC(comm->devPeerIpc, n);

@@ -20,6 +20,8 @@
  * or gather over the peers' areas, copy out. anycclSymmPath makes the
  * choice from the call's arguments and the parameters alone (plain C: the
  * sim backend calls it too, src/sim/symm.c, to time the same kernels). */
+#include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -29,6 +31,7 @@
 #include "debug.h"
 #include "param.h"
 #include "plan.h"
+#include "topo.h"
 
 static int symmType(ncclDataType_t t) { return t == ncclFloat32 || t == ncclFloat16 || t == ncclBfloat16; }
 
@@ -62,7 +65,58 @@ size_t anycclCudaSymmLL2Bytes(const struct ncclComm* comm) {
   const int64_t v = anycclParamInt(PARAM_CUDA_SYMM_LL2);
   if (n < 3 || v <= 0) return 0;
   if (anycclParamIsSet(PARAM_CUDA_SYMM_LL2)) return (size_t)v;
-  return n == 3 ? (size_t)v * 2 : n == 4 ? (size_t)v : 0;
+  /* in LL128 lines twice as far (4 H100s, -G 10: 2 MB 21.9 us against
+   * staged 27.6 and NCCL's 27.5; 4 MB 38.8 against staged 37.9) */
+  const size_t l128 = anycclCudaSymmLL128(comm) ? 2 : 1;
+  return n == 3 ? (size_t)v * 2 * l128 : n == 4 ? (size_t)v * l128 : 0;
+}
+
+/* The two-shot LL broadcast and reduce (3+ ranks) up to this many bytes:
+ * the parameter as set, else on 3 and 4 ranks in LL128 lines (measured
+ * there) its default for reduce and half of it for broadcast; none
+ * otherwise (in LL lines no faster than the one-shot kernel and the FIFO
+ * chain: 4 H100s, broadcast 1 MB 14.8 us against the chain's 12.9). */
+size_t anycclCudaSymmLL2RootedBytes(const struct ncclComm* comm, int func) {
+  const int n = symmRanks(comm);
+  const int64_t v = anycclParamInt(PARAM_CUDA_SYMM_LL2_ROOTED);
+  if (n < 3 || v <= 0) return 0;
+  if (anycclParamIsSet(PARAM_CUDA_SYMM_LL2_ROOTED)) return (size_t)v;
+  /* 4 H100s, -G 10, LL128 lines: broadcast 1 MB 12.8 us, the FIFO chain
+   * 12.8, 2 MB 17.5 against 16.6; reduce 2 MB 16.0 against 17.8 */
+  if (n > 4 || !anycclCudaSymmLL128(comm)) return 0;
+  return func == FUNC_BROADCAST ? (size_t)v / 2 : (size_t)v;
+}
+
+/* NVLink between every pair of the communicator's GPUs: one host, each GPU
+ * found by its bus id in the topology (NCCL_TOPO_FILE, else detected once
+ * per process through NVML and sysfs) and each pair's path NVLink, direct
+ * or through NVSwitches. 0 when anything is unknown. */
+static pthread_once_t sysOnce = PTHREAD_ONCE_INIT;
+static struct anycclTopo* sysTopo;
+static void sysDetect(void) {
+  if (anycclTopoGetSystem(INT_MIN, &sysTopo) != ncclSuccess) sysTopo = NULL;
+}
+int anycclCudaNvlinkAll(const struct ncclComm* comm) {
+  if (comm->nHosts != 1) return 0;
+  pthread_once(&sysOnce, sysDetect);
+  if (!sysTopo || sysTopo->nHosts < 1) return 0;
+  const struct anycclTopoHost* h = &sysTopo->hosts[0];
+  for (int a = 0; a < comm->nRanks; a++) {
+    const int ga = anycclTopoFindGpu(h, comm->peerInfo[a].busId);
+    if (ga < 0) return 0;
+    for (int b = a + 1; b < comm->nRanks; b++) {
+      const int gb = anycclTopoFindGpu(h, comm->peerInfo[b].busId);
+      if (gb < 0 || anycclTopoGpuPath(h, ga, gb).type != TOPO_PATH_NVL) return 0;
+    }
+  }
+  return 1;
+}
+
+/* LL128 lines for the two-shot kernels: asked for (ANYCCL_CUDA_SYMM_LL128)
+ * and every pair of the communicator's GPUs joined by NVLink (a 128-byte
+ * store arrives whole there; NCCL's LL128 protocol rests on the same). */
+int anycclCudaSymmLL128(const struct ncclComm* comm) {
+  return anycclParamInt(PARAM_CUDA_SYMM_LL128) && comm->nvlinkAll;
 }
 
 size_t anycclCudaSymmLLBytes(const struct ncclComm* comm, int func) {
@@ -78,6 +132,10 @@ size_t anycclCudaSymmLLBytes(const struct ncclComm* comm, int func) {
     return anycclParamIsSet(PARAM_CUDA_SYMM_A2A) ? (size_t)v : (size_t)(n <= 2 ? v : n == 3 ? v / 2 : v / 4);
   if (func == FUNC_ALLGATHER || anycclParamIsSet(PARAM_CUDA_SYMM_LL)) return (size_t)v;
   if (func == FUNC_BROADCAST) return (size_t)(v / (n - 1));
+  /* reduce on 3+ ranks with LL128 lines: those take over from 1/n of the
+   * default (4 H100s, -G 10: 512 KB 6.4 us in LL128 lines, 9.3 in LL) */
+  if (func == FUNC_REDUCE && n >= 3 && anycclCudaSymmLL128(comm) && anycclParamInt(PARAM_CUDA_SYMM_LL128_ONESHOT) > 0)
+    return (size_t)(v / n);
   /* with the two-shot kernel on 3 and 4 ranks the one-shot stops at 1/2
    * and 1/8 of the default (4 GPUs: at 256 KB two-shot 8.3 us against
    * one-shot 10.1-10.5; 3 GPUs: one-shot 9.7 us at 384 KB, two-shot 12.3 at
@@ -99,6 +157,32 @@ int anycclSymmP2pBlocks(size_t bytes, int nops, int copy) {
   if (cap > 32) cap = 32;
   if (units > cap) units = cap;
   return units < 1 ? 1 : (int)units;
+}
+
+/* Blocks for `bytes` in LL128 lines cut in `parts` chunks (two-shot: n,
+ * one-shot: 1), one per ANYCCL_CUDA_SYMM_LL128_LINES lines of a part, at
+ * most ACU_SYMM_LL_BLOCKS; 0 when a block's lines do not fit its slot (or
+ * its half, `halves` 2). */
+static int symmLL128Blocks(size_t bytes, int parts, int halves, struct anycclSymmChoice* c) {
+  const int64_t u = anycclParamInt(PARAM_CUDA_SYMM_LL128_LINES);
+  const size_t unit = u < 1 ? 1 : (size_t)u;
+  const size_t part = (((bytes + 7) / 8 + 14) / 15 + (size_t)parts - 1) / (size_t)parts;
+  size_t blocks = (part + unit - 1) / unit;
+  if (blocks > ACU_SYMM_LL_BLOCKS) blocks = ACU_SYMM_LL_BLOCKS;
+  if (blocks < 1 || (part + blocks - 1) / blocks > (size_t)(ACU_SYMM_LL128_LINES / halves)) return 0;
+  c->blocks = (int)blocks;
+  c->ll128 = 1;
+  return 1;
+}
+
+/* ANYCCL_CUDA_SYMM_LL128_ONESHOT for a rooted function: as set, else its
+ * default for reduce and half of it for broadcast (4 H100s, -G 10:
+ * broadcast 512 KB 9.0 us, 1 MB 14.3 against the two-shot kernel's 12.0;
+ * reduce 1 MB 9.8 against 11.6) */
+static size_t symmLL128OneShotBytes(int func) {
+  const int64_t v = anycclParamInt(PARAM_CUDA_SYMM_LL128_ONESHOT);
+  if (v <= 0) return 0;
+  return anycclParamIsSet(PARAM_CUDA_SYMM_LL128_ONESHOT) || func != FUNC_BROADCAST ? (size_t)v : (size_t)v / 2;
 }
 
 int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, struct anycclSymmChoice* c) {
@@ -138,16 +222,31 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
     c->blocks = blocks > ACU_SYMM_LL_BLOCKS ? ACU_SYMM_LL_BLOCKS : (int)blocks;
     return ANYCCL_SYMM_LL;
   }
-  /* two-shot LL all-reduce (3+ ranks): a block's share of each chunk fits
-   * its area's lines */
-  const size_t ll2 = anycclCudaSymmLL2Bytes(comm);
-  if (func == FUNC_ALLREDUCE && ll2 > 0 && bytes <= ll2 && bytes <= (size_t)n * llMax &&
-      comm->forceAlgo < 0 && comm->llThreshold > 0) {
-    const size_t chunk = ((bytes + 7) / 8 + n - 1) / n;
-    size_t blocks = (chunk + 255) / 256;
-    c->blocks = blocks > ACU_SYMM_LL_BLOCKS ? ACU_SYMM_LL_BLOCKS : (int)blocks;
-    c->twoShot = 1;
+  /* broadcast and reduce a little past that: one-shot in LL128 lines (the
+   * root sends or takes n-1 vectors at 120 of 128 bytes) */
+  if (rooted && anycclCudaSymmLL128(comm) && bytes <= symmLL128OneShotBytes(func) && comm->forceAlgo < 0 &&
+      comm->llThreshold > 0 && symmLL128Blocks(bytes, 1, 1, c))
     return ANYCCL_SYMM_LL;
+  /* two-shot LL all-reduce, broadcast and reduce (3+ ranks), in LL128 lines
+   * where NVLink joins the GPUs: a block's share of each chunk fits its
+   * area's lines (the rooted ones keep their two phases in two halves) */
+  const size_t ll2 = func == FUNC_ALLREDUCE ? anycclCudaSymmLL2Bytes(comm) : rooted ? anycclCudaSymmLL2RootedBytes(comm, func) : 0;
+  if (ll2 > 0 && bytes <= ll2 && comm->forceAlgo < 0 && comm->llThreshold > 0) {
+    if (anycclCudaSymmLL128(comm) && (rooted || bytes >= (size_t)anycclParamInt(PARAM_CUDA_SYMM_LL128_MIN))) {
+      if (symmLL128Blocks(bytes, n, rooted ? 2 : 1, c)) {
+        c->twoShot = 1;
+        return ANYCCL_SYMM_LL;
+      }
+    } else if (!rooted) {
+      const size_t chunk = ((bytes + 7) / 8 + n - 1) / n;
+      size_t blocks = (chunk + 255) / 256;
+      if (blocks > ACU_SYMM_LL_BLOCKS) blocks = ACU_SYMM_LL_BLOCKS;
+      if ((chunk + blocks - 1) / blocks <= ACU_SYMM_LL_LINES) {
+        c->blocks = (int)blocks;
+        c->twoShot = 1;
+        return ANYCCL_SYMM_LL;
+      }
+    }
   }
   if (rooted || a2a) return ANYCCL_SYMM_NONE;
   if (most <= anycclCudaStageBytes(comm) && comm->forceAlgo < 0) return ANYCCL_SYMM_STAGED;
@@ -225,13 +324,14 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   if (useLL) {
     a.algo = func == FUNC_ALLGATHER       ? ACU_SYMM_LL_AG
              : func == FUNC_REDUCESCATTER ? ACU_SYMM_LL_RS
-             : func == FUNC_BROADCAST     ? ACU_SYMM_LL_BC
-             : func == FUNC_REDUCE        ? ACU_SYMM_LL_RED
+             : func == FUNC_BROADCAST     ? (ch.twoShot ? ACU_SYMM_LL_BC2 : ACU_SYMM_LL_BC)
+             : func == FUNC_REDUCE        ? (ch.twoShot ? ACU_SYMM_LL_RED2 : ACU_SYMM_LL_RED)
              : func == FUNC_ALLTOALL      ? ACU_SYMM_LL_A2A
              : ch.twoShot                 ? ACU_SYMM_LL_AR2
                                           : ACU_SYMM_LL_AR;
     a.root = ph->root;
     a.count = bytes;
+    a.proto = (uint8_t)ch.ll128;
     blocks = (size_t)ch.blocks;
   }
   int e = acuLaunchSymm(&a, (int)blocks, ACU_THREADS, stream);

@@ -22,9 +22,17 @@
  * device memory, so CUDA graph replays stay in step. Waits are bounded and
  * compare the peers' op words like every other wait (wait.cuh).
  *
+ * Small and mid sizes need no window and no barrier (the LL kernels below):
+ * one-shot (every rank stores its lines into every peer that needs them)
+ * and two-shot (chunk q to rank q, which reduces or forwards it to every
+ * peer) all-reduce, broadcast and reduce, one-shot all-gather,
+ * reduce-scatter and all-to-all; in 16-byte LL lines of 8 data bytes or,
+ * where NVLink joins the GPUs, in 128-byte LL128 lines of 120.
+ *
  * Sums of 16-bit floats accumulate in float; every rank adds the inputs in
  * rank order, so all ranks hold bit-identical results. Instantiations: three
- * element types for the reductions, one byte copy for all-gather. */
+ * element types for the reductions, one byte copy for all-gather, each LL
+ * kernel in the two line formats that use it. */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -302,11 +310,10 @@ __device__ void gatherPush(const acuSymm& a) {
  * Rank r stores each 8 bytes its peer p needs as a 16-byte line {data, flag,
  * data, flag} into p's LL area (block b, parity, source r), in one store,
  * and polls its own area for its peers' lines. The flag is the block's LL
- * count + 1, so lines of an earlier use never match. A parity is stored
- * into again only two uses later: by then this rank has read the peer's
- * lines of the use in between, which the peer stored after it had read the
- * older ones. Each thread reads what it stores, so no block ever waits at a
- * barrier, and there is no fence. */
+ * count + 1, so lines of an earlier use never match; when an area may be
+ * stored into again is llReceiversFree's rule. Each thread (LL128: each
+ * group of 8) reads what it stores, so no block ever waits at a barrier,
+ * and there is no fence. */
 __shared__ int sStop;
 
 template <int TY> struct P; /* 8 bytes as floats */
@@ -384,14 +391,25 @@ __device__ bool llGet(const acuSymm& a, uint32_t flag, int src, uint64_t i, uint
   return llPoll(llLine(a, a.rank, flag, src, i), flag, d, [&](uint64_t* st) { return stalled(a, src, st); });
 }
 
-/* Rooted LL collectives send lines one way, so no wait of the sender shows
- * that a receiver read the lines of the use before last from the area
- * parity it is about to store into: the sender (block b) waits until each
- * receiver (`only`, or every peer when -1) started block b of the previous
- * LL collective (its LL epoch, in its segment), which it does only after it
- * finished the one before. Usually true at once; false (reported) on abort,
- * timeout or a peer in another collective. */
+/* Reusing an area: a writer stores flag f into parity f & 1 of a peer's
+ * area (block b, source: me), where the peer may still poll lines of flag
+ * f - 2 or earlier; it must have read them first. A launch of block b uses
+ * one flag (the two-shot all-reduce two: f and f + 1); a block's LL epoch
+ * in its rank's segment holds the first flag from the start of the launch
+ * and the last one from its end, with bit 32 set when the launch showed
+ * that every peer had read all it will read up to its second-to-last flag:
+ * it received a line from every peer that the peer stored only after
+ * starting (one-flag launches) or only after reading this launch's first
+ * flag (two-shot all-reduce: the sums). The next launch of block b then
+ * writes freely; otherwise (sCheck: after a broadcast, a reduce, a block
+ * that heard from only some peers, or an error) each writer first waits
+ * until each peer it stores into (`only`, or every peer when -1) shows
+ * that epoch, the previous launch's last flag or later: started it, or
+ * finished it for two flags. Usually true at once; false (reported) on
+ * abort, timeout or a peer in another collective. Every thread calls it. */
+__shared__ int sCheck;
 __device__ bool llReceiversFree(const acuSymm& a, uint32_t flag, int only) {
+  if (!sCheck) return true;
   bool ok = true;
   const int p = threadIdx.x;
   if (p < a.nranks && p != a.rank && (only < 0 || p == only)) {
@@ -400,6 +418,7 @@ __device__ bool llReceiversFree(const acuSymm& a, uint32_t flag, int only) {
     for (uint32_t spins = 0; (int32_t)((uint32_t)*e - (flag - 1)) < 0; spins++)
       if ((spins & 1023) == 1023 && stalled(a, p, &start)) {
         ok = false;
+        sStop = 1;
         break;
       }
   }
@@ -410,80 +429,9 @@ __device__ bool llReceiversFree(const acuSymm& a, uint32_t flag, int only) {
  * into every peer's area, reduce-scatter block p to peer p, and adds what
  * arrives), reduce (the others store into the root's area; the root adds).
  * Every rank adds the inputs in rank order, so results are bit-identical. */
-template <int TY>
-__device__ void llReduce(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
-  const int n = a.nranks, r = a.rank;
-  const bool rs = a.algo == ACU_SYMM_LL_RS, red = a.algo == ACU_SYMM_LL_RED;
-  if (red && r != a.root && !llReceiversFree(a, flag, a.root)) return;
-  const char* in = a.in[r];
-  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
-    const int len = lineLen(bytes, i);
-    for (int p = 0; p < n; p++)
-      if (p != r && (!red || p == a.root))
-        llPut(llLine(a, p, flag, r, i - lb), ld8(in + (rs ? bytes * p : 0) + i * 8, len), flag);
-    if (red && r != a.root) continue;
-    float acc[4];
-    for (int q = 0; q < n; q++) {
-      uint2 x;
-      if (q == r) x = ld8(in + (rs ? bytes * r : 0) + i * 8, len);
-      else if (!llGet(a, flag, q, i - lb, &x)) return;
-      P<TY>::add(acc, x, q == 0);
-    }
-    st8(a.out[r] + i * 8, P<TY>::pack(acc), len);
-  }
-}
-
-/* Two-shot all-reduce: the vector's lines fall into n chunks of C lines,
- * chunk q owned by rank q, and block b takes lines [ob, oe) of every chunk
- * (slot line j - ob). Phase 1 (flag): my lines of chunk p into p's area;
- * then my chunk's lines: the n inputs added in rank order (bit-identical
- * everywhere), stored, and the sum into every peer's area (flag + 1, the
- * other parity); then the peers' sums into my output. A block reads
- * phase-1 lines only for the lines whose sums it then sends, so a peer
- * that has every sum of this block has had every phase-1 line read: the
- * parity argument of the one-shot kernels holds with two flags a launch.
- * A thread reads every input line of its j before writing any output line
- * of it, so the input may be the output. */
-template <int TY>
-__device__ void llReduce2(const acuSymm& a, uint32_t flag, uint64_t bytes) {
-  const int n = a.nranks, r = a.rank;
-  const uint64_t L = (bytes + 7) / 8, C = (L + n - 1) / n, per = (C + gridDim.x - 1) / gridDim.x;
-  const uint64_t ob = per * blockIdx.x < C ? per * blockIdx.x : C, oe = ob + per < C ? ob + per : C;
-  const char* in = a.in[r];
-  char* out = a.out[r];
-  for (uint64_t j = ob + threadIdx.x; j < oe; j += blockDim.x)
-    for (int p = 0; p < n; p++) {
-      const uint64_t g = (uint64_t)p * C + j;
-      if (p != r && g < L) llPut(llLine(a, p, flag, r, j - ob), ld8(in + g * 8, lineLen(bytes, g)), flag);
-    }
-  for (uint64_t j = ob + threadIdx.x; j < oe; j += blockDim.x) {
-    const uint64_t g = (uint64_t)r * C + j;
-    if (g >= L) break;
-    const int len = lineLen(bytes, g);
-    float acc[4];
-    for (int q = 0; q < n; q++) {
-      uint2 x;
-      if (q == r) x = ld8(in + g * 8, len);
-      else if (!llGet(a, flag, q, j - ob, &x)) return;
-      P<TY>::add(acc, x, q == 0);
-    }
-    const uint2 sum = P<TY>::pack(acc);
-    st8(out + g * 8, sum, len);
-    for (int p = 0; p < n; p++)
-      if (p != r) llPut(llLine(a, p, flag + 1, r, j - ob), sum, flag + 1);
-  }
-  for (uint64_t j = ob + threadIdx.x; j < oe; j += blockDim.x)
-    for (int q = 0; q < n; q++) {
-      const uint64_t g = (uint64_t)q * C + j;
-      uint2 x;
-      if (q == r || g >= L) continue;
-      if (!llGet(a, flag + 1, q, j - ob, &x)) return;
-      st8(out + g * 8, x, lineLen(bytes, g));
-    }
-}
-
 __device__ void llGather(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
   const int n = a.nranks, r = a.rank;
+  if (!llReceiversFree(a, flag, -1)) return;
   char* out = a.out[r];
   for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
     const int len = lineLen(bytes, i);
@@ -503,11 +451,10 @@ __device__ void llGather(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t 
 /* All-to-all: block p of my input goes to peer p's area, block r (mine)
  * straight into my output, and what arrives from peer q into block q of my
  * output. A thread loads line i of every block before it stores line i of
- * any, so the same buffer may be input and output. Every rank stores into
- * and reads from every peer, as in all-gather: the parity argument above
- * holds without llReceiversFree. */
+ * any, so the same buffer may be input and output. */
 __device__ void llAlltoall(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
   const int n = a.nranks, r = a.rank;
+  if (!llReceiversFree(a, flag, -1)) return;
   const char* in = a.in[r];
   char* out = a.out[r];
   for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
@@ -524,55 +471,343 @@ __device__ void llAlltoall(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_
   }
 }
 
+/* ---- the two-shot kernels, in LL or LL128 lines -------------------------
+ * LL128 (NCCL's protocol for mid sizes): a line is 16 words of 8 bytes that
+ * the 8 threads of a group (lanes 8k..8k+7 of a warp) store in one
+ * instruction, 16 bytes each, 15 words of data and the flag last. NVLink
+ * delivers such a store whole, and a line read the same way comes whole, so
+ * a reader that sees the flag (and reads the line once more, as NCCL does)
+ * has its 120 bytes, where an LL line carries 8 of 16. Only between GPUs
+ * that NVLink joins (cuda_symm.c). A slot of the LL area holds 127 of them.
+ * The kernels below run on either: Proto gives the unit a thread (LL) or a
+ * group (LL128) moves, as words d[0..NW) of 8 bytes. */
+__device__ __forceinline__ uint64_t u64(uint2 v) { return (uint64_t)v.y << 32 | v.x; }
+__device__ __forceinline__ uint2 u2(uint64_t v) { return make_uint2((uint32_t)v, (uint32_t)(v >> 32)); }
+struct ProtoLL {
+  enum { WPL = 1, NW = 1, SLOT = ACU_SYMM_LL_LINES };
+  static __device__ __forceinline__ uint64_t first() { return threadIdx.x; }
+  static __device__ __forceinline__ uint64_t stride() { return blockDim.x; }
+  static __device__ __forceinline__ void load(const char* base, uint64_t bytes, uint64_t g, uint64_t* d) {
+    d[0] = u64(ld8(base + g * 8, lineLen(bytes, g)));
+  }
+  static __device__ __forceinline__ void store(char* base, uint64_t bytes, uint64_t g, const uint64_t* d) {
+    st8(base + g * 8, u2(d[0]), lineLen(bytes, g));
+  }
+  static __device__ __forceinline__ void put(const acuSymm& a, int owner, uint32_t flag, int src, uint64_t k, const uint64_t* d) {
+    llPut(llLine(a, owner, flag, src, k), u2(d[0]), flag);
+  }
+  static __device__ __forceinline__ bool get(const acuSymm& a, uint32_t flag, int src, uint64_t k, uint64_t* d) {
+    uint2 x;
+    if (!llGet(a, flag, src, k, &x)) return false;
+    d[0] = u64(x);
+    return true;
+  }
+};
+__device__ __forceinline__ void st128(uint64_t* p, uint64_t x, uint64_t y) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(x), "l"(y) : "memory");
+}
+__device__ __forceinline__ void ld128(const uint64_t* p, uint64_t& x, uint64_t& y) {
+  asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(x), "=l"(y) : "l"(p) : "memory");
+}
+struct ProtoLL128 {
+  enum { WPL = 15, NW = 2, SLOT = ACU_SYMM_LL128_LINES };
+  static __device__ __forceinline__ uint64_t first() { return threadIdx.x >> 3; }
+  static __device__ __forceinline__ uint64_t stride() { return blockDim.x >> 3; }
+  static __device__ __forceinline__ int words() { return (threadIdx.x & 7) == 7 ? 1 : 2; }
+  /* my words of line g: 15 g + 2 (my place in the group) */
+  static __device__ __forceinline__ void load(const char* base, uint64_t bytes, uint64_t g, uint64_t* d) {
+    const uint64_t w = 15 * g + 2 * (threadIdx.x & 7);
+    for (int i = 0; i < 2; i++) d[i] = i < words() && (w + i) * 8 < bytes ? u64(ld8(base + (w + i) * 8, lineLen(bytes, w + i))) : 0;
+  }
+  static __device__ __forceinline__ void store(char* base, uint64_t bytes, uint64_t g, const uint64_t* d) {
+    const uint64_t w = 15 * g + 2 * (threadIdx.x & 7);
+    for (int i = 0; i < words(); i++)
+      if ((w + i) * 8 < bytes) st8(base + (w + i) * 8, u2(d[i]), lineLen(bytes, w + i));
+  }
+  static __device__ __forceinline__ uint64_t* line(const acuSymm& a, int owner, uint32_t flag, int src, uint64_t k) {
+    /* a line must not straddle a 128-byte boundary (the area starts 64 bytes past one) */
+    const uintptr_t slot = ((uintptr_t)llLine(a, owner, flag, src, 0) + 127) & ~(uintptr_t)127;
+    return (uint64_t*)slot + k * 16 + (threadIdx.x & 7) * 2;
+  }
+  static __device__ __forceinline__ unsigned group() { return 0xffu << (threadIdx.x & 24); }
+  /* The group's 8 stores must be one instruction (lanes that took other
+   * paths for their words could store apart, the flag before the data). */
+  static __device__ __forceinline__ void put(const acuSymm& a, int owner, uint32_t flag, int src, uint64_t k, const uint64_t* d) {
+    uint64_t* p = line(a, owner, flag, src, k);
+    const uint64_t last = 0 - (uint64_t)((threadIdx.x & 7) == 7); /* all ones in the flag's lane */
+    const uint64_t y = (d[1] & ~last) | ((uint64_t)flag & last);
+    __syncwarp(group());
+    st128(p, d[0], y);
+  }
+  /* The group polls together (the flag is its last thread's); false on a stop. */
+  static __device__ bool get(const acuSymm& a, uint32_t flag, int src, uint64_t k, uint64_t* d) {
+    const uint64_t* p = line(a, a.rank, flag, src, k);
+    const unsigned lane = threadIdx.x & 31, gmask = group();
+    uint64_t start = 0, x, y;
+    for (uint32_t spins = 0;; spins++) {
+      __syncwarp(gmask);
+      ld128(p, x, y);
+      if (__shfl_sync(gmask, (int)(y == (uint64_t)flag), lane | 7)) break;
+      if ((spins & 1023) != 1023) continue;
+      int stop = 0;
+      if ((lane & 7) == 7) stop = *(volatile int*)&sStop || stalled(a, src, &start);
+      if (__shfl_sync(gmask, stop, lane | 7)) {
+        sStop = 1;
+        return false;
+      }
+    }
+    __syncwarp(gmask);
+    ld128(p, d[0], d[1]);
+    return true;
+  }
+};
+
+/* The two-shot layout: the vector's lines (Proto::WPL words each) fall into
+ * n chunks of C lines (the last may be shorter or empty), chunk q owned by
+ * rank q; block b takes lines [ob, oe) of every chunk, `per` at most. */
+template <class Proto>
+struct Two {
+  uint64_t L, C, per, ob, oe;
+  __device__ Two(uint64_t bytes, int n) {
+    L = ((bytes + 7) / 8 + Proto::WPL - 1) / Proto::WPL;
+    C = (L + n - 1) / n;
+    per = (C + gridDim.x - 1) / gridDim.x;
+    ob = per * blockIdx.x < C ? per * blockIdx.x : C;
+    oe = ob + per < C ? ob + per : C;
+  }
+  __device__ bool has(int q) const { return ob < oe && (uint64_t)q * C + ob < L; } /* chunk q has lines here */
+};
+
+template <int TY, class Proto>
+__device__ __forceinline__ void addWords(float (*acc)[4], const uint64_t* d, bool first) {
+  for (int w = 0; w < Proto::NW; w++) P<TY>::add(acc[w], u2(d[w]), first);
+}
+template <int TY, class Proto>
+__device__ __forceinline__ void packWords(float (*acc)[4], uint64_t* d) {
+  for (int w = 0; w < Proto::NW; w++) d[w] = u64(P<TY>::pack(acc[w]));
+}
+
+/* ---- the one-shot kernels in either line -------------------------------
+ * Reductions: all-reduce and reduce-scatter (every rank stores its lines
+ * into every peer's area, reduce-scatter block p to peer p, and adds what
+ * arrives), reduce (the others store into the root's area; the root adds).
+ * Every rank adds the inputs in rank order, so results are bit-identical.
+ * Units [lb, le) of Proto's lines. */
+template <int TY, class Proto>
+__device__ void oneReduce(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
+  const int n = a.nranks, r = a.rank;
+  const bool rs = a.algo == ACU_SYMM_LL_RS, red = a.algo == ACU_SYMM_LL_RED;
+  if (!(red && r == a.root) && !llReceiversFree(a, flag, red ? a.root : -1)) return;
+  const char* in = a.in[r];
+  for (uint64_t i = lb + Proto::first(); i < le; i += Proto::stride()) {
+    uint64_t d[Proto::NW];
+    for (int p = 0; p < n; p++)
+      if (p != r && (!red || p == a.root)) {
+        Proto::load(in + (rs ? bytes * p : 0), bytes, i, d);
+        Proto::put(a, p, flag, r, i - lb, d);
+      }
+    if (red && r != a.root) continue;
+    float acc[Proto::NW][4];
+    for (int q = 0; q < n; q++) {
+      if (q == r) Proto::load(in + (rs ? bytes * r : 0), bytes, i, d);
+      else if (!Proto::get(a, flag, q, i - lb, d)) return;
+      addWords<TY, Proto>(acc, d, q == 0);
+    }
+    packWords<TY, Proto>(acc, d);
+    Proto::store(a.out[r], bytes, i, d);
+  }
+}
+
 /* Broadcast: the root stores its lines into every peer's area (and its
  * output); the others poll theirs. */
-__device__ void llBcast(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
+template <class Proto>
+__device__ void oneBcast(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
   const int n = a.nranks, r = a.rank, root = a.root;
   char* out = a.out[r];
   if (r == root && !llReceiversFree(a, flag, -1)) return;
-  for (uint64_t i = lb + threadIdx.x; i < le; i += blockDim.x) {
-    const int len = lineLen(bytes, i);
-    uint2 x;
+  for (uint64_t i = lb + Proto::first(); i < le; i += Proto::stride()) {
+    uint64_t d[Proto::NW];
     if (r == root) {
-      x = ld8(a.in[r] + i * 8, len);
+      Proto::load(a.in[r], bytes, i, d);
       for (int p = 0; p < n; p++)
-        if (p != r) llPut(llLine(a, p, flag, r, i - lb), x, flag);
+        if (p != r) Proto::put(a, p, flag, r, i - lb, d);
       if (out == a.in[r]) continue;
-    } else if (!llGet(a, flag, root, i - lb, &x)) {
+    } else if (!Proto::get(a, flag, root, i - lb, d)) {
       return;
     }
-    st8(out + i * 8, x, len);
+    Proto::store(out, bytes, i, d);
   }
+}
+
+/* One-shot kernels: [lb, le) of this block in Proto's lines; which peers
+ * this launch heard from (llAlgo). */
+template <class Proto>
+__device__ bool oneRun(const acuSymm& a, uint32_t flag, uint64_t bytes) {
+  const uint64_t lines = ((bytes + 7) / 8 + Proto::WPL - 1) / Proto::WPL;
+  const uint64_t per = (lines + gridDim.x - 1) / gridDim.x;
+  const uint64_t lb = per * blockIdx.x < lines ? per * blockIdx.x : lines;
+  const uint64_t le = lb + per < lines ? lb + per : lines;
+  bool heard = lb < le; /* a line from every peer */
+  switch (a.algo) {
+    case ACU_SYMM_LL_AG:
+      if constexpr (Proto::WPL == 1) llGather(a, flag, lb, le, bytes); /* (LL lines only) */
+      break;
+    case ACU_SYMM_LL_A2A:
+      if constexpr (Proto::WPL == 1) llAlltoall(a, flag, lb, le, bytes);
+      break;
+    case ACU_SYMM_LL_BC: oneBcast<Proto>(a, flag, lb, le, bytes); heard = false; break;
+    default: /* AR, RS, RED */
+      if (a.algo == ACU_SYMM_LL_RED) heard = heard && a.rank == a.root;
+      if (a.type == T_F16) oneReduce<T_F16, Proto>(a, flag, lb, le, bytes);
+      else if (a.type == T_BF16) oneReduce<T_BF16, Proto>(a, flag, lb, le, bytes);
+      else oneReduce<T_F32, Proto>(a, flag, lb, le, bytes);
+      break;
+  }
+  return heard;
+}
+
+/* Phase 1 of the two-shot kernels: my lines of chunk p into p's area. */
+template <class Proto>
+__device__ void twoScatter(const acuSymm& a, uint32_t flag, uint64_t bytes, const Two<Proto>& t) {
+  const char* in = a.in[a.rank];
+  for (uint64_t j = t.ob + Proto::first(); j < t.oe; j += Proto::stride())
+    for (int p = 0; p < a.nranks; p++) {
+      const uint64_t g = (uint64_t)p * t.C + j;
+      if (p == a.rank || g >= t.L) continue;
+      uint64_t d[Proto::NW];
+      Proto::load(in, bytes, g, d);
+      Proto::put(a, p, flag, a.rank, j - t.ob, d);
+    }
+}
+
+/* Two-shot all-reduce: phase 1 (flag); then my chunk's lines: the n inputs
+ * added in rank order (bit-identical everywhere), the sum into every
+ * peer's area (flag + 1, the other parity) and my output; then the peers'
+ * sums into my output. A unit reads phase-1 lines only for the lines whose
+ * sums it then sends, so a peer that has every sum of this block has had
+ * every phase-1 line read (llAlgo's reuse rule). A unit reads every input
+ * line of its j before writing any output line of it, so the input may be
+ * the output. Two-shot reduce (3+ ranks, ACU_SYMM_LL_RED2): rank q stores
+ * the sum of chunk q into the root's area only (flag, slots [per, 2 per)),
+ * and only the root takes the sums: it receives n-1 chunks' sums instead
+ * of n-1 vectors. A rank stores a sum only after it got the root's lines
+ * of that chunk, so the root had started. */
+template <int TY, class Proto>
+__device__ void twoReduce(const acuSymm& a, uint32_t flag, uint64_t bytes) {
+  const int n = a.nranks, r = a.rank, root = a.root;
+  const bool red = a.algo == ACU_SYMM_LL_RED2;
+  const Two<Proto> t(bytes, n);
+  const uint32_t f2 = red ? flag : flag + 1; /* the sums' flag and slots */
+  const uint64_t off = red ? t.per : 0;
+  if (!llReceiversFree(a, flag, -1)) return;
+  const char* in = a.in[r];
+  char* out = a.out[r];
+  twoScatter<Proto>(a, flag, bytes, t);
+  for (uint64_t j = t.ob + Proto::first(); j < t.oe; j += Proto::stride()) {
+    const uint64_t g = (uint64_t)r * t.C + j;
+    if (g >= t.L) break;
+    float acc[Proto::NW][4];
+    uint64_t d[Proto::NW];
+    for (int q = 0; q < n; q++) {
+      if (q == r) Proto::load(in, bytes, g, d);
+      else if (!Proto::get(a, flag, q, j - t.ob, d)) return;
+      addWords<TY, Proto>(acc, d, q == 0);
+    }
+    packWords<TY, Proto>(acc, d);
+    for (int p = 0; p < n; p++) /* (LL128: before the divergent store below) */
+      if (p != r && (!red || p == root)) Proto::put(a, p, f2, r, off + j - t.ob, d);
+    if (!red || r == root) Proto::store(out, bytes, g, d);
+  }
+  if (red && r != root) return;
+  for (uint64_t j = t.ob + Proto::first(); j < t.oe; j += Proto::stride())
+    for (int q = 0; q < n; q++) {
+      const uint64_t g = (uint64_t)q * t.C + j;
+      uint64_t d[Proto::NW];
+      if (q == r || g >= t.L) continue;
+      if (!Proto::get(a, f2, q, off + j - t.ob, d)) return;
+      Proto::store(out, bytes, g, d);
+    }
+}
+
+/* Two-shot broadcast (3+ ranks): the root stores chunk p of its vector
+ * into peer p's area (slots [0, per)); rank q stores chunk q (from the
+ * root, or its input for the root) into every peer's area, the root's too
+ * (slots [per, 2 per)), and takes the others' chunks from its own. The
+ * root sends 2(n-1)/n of the vector instead of n-1 times it. The root
+ * stores only after llReceiversFree, and a rank stores its chunk only
+ * after it got the root's lines of it, so the others need no wait. The
+ * root polls the chunks it gets back (it has them) so that the launch
+ * shows every peer started it. */
+template <class Proto>
+__device__ void twoBcast(const acuSymm& a, uint32_t flag, uint64_t bytes) {
+  const int n = a.nranks, r = a.rank, root = a.root;
+  const Two<Proto> t(bytes, n);
+  if (r == root && !llReceiversFree(a, flag, -1)) return;
+  const char* in = a.in[r];
+  char* out = a.out[r];
+  if (r == root) twoScatter<Proto>(a, flag, bytes, t);
+  for (uint64_t j = t.ob + Proto::first(); j < t.oe; j += Proto::stride()) {
+    const uint64_t g = (uint64_t)r * t.C + j;
+    if (g >= t.L) break;
+    uint64_t d[Proto::NW];
+    if (r == root) Proto::load(in, bytes, g, d);
+    else if (!Proto::get(a, flag, root, j - t.ob, d)) return;
+    for (int p = 0; p < n; p++)
+      if (p != r) Proto::put(a, p, flag, r, t.per + j - t.ob, d);
+    if (r != root || out != in) Proto::store(out, bytes, g, d);
+  }
+  for (uint64_t j = t.ob + Proto::first(); j < t.oe; j += Proto::stride())
+    for (int q = 0; q < n; q++) {
+      const uint64_t g = (uint64_t)q * t.C + j;
+      uint64_t d[Proto::NW];
+      if (q == r || g >= t.L) continue;
+      if (!Proto::get(a, flag, q, t.per + j - t.ob, d)) return;
+      if (r == root) {
+        if (out == in) continue;
+        Proto::load(in, bytes, g, d);
+      }
+      Proto::store(out, bytes, g, d);
+    }
+}
+
+/* The two-shot kernels: which peers this launch heard from (llAlgo), then
+ * the kernel for a.algo and a.type. */
+template <class Proto>
+__device__ bool twoRun(const acuSymm& a, uint32_t flag, uint64_t bytes) {
+  const Two<Proto> t(bytes, a.nranks);
+  bool heard = true; /* AR2, BC2: every peer's chunk (sums, copies); RED2: mine from everyone */
+  for (int q = 0; q < a.nranks; q++)
+    if (a.algo == ACU_SYMM_LL_RED2 ? q == a.rank && !t.has(q) : q != a.rank && !t.has(q)) heard = false;
+  if (a.algo == ACU_SYMM_LL_BC2) twoBcast<Proto>(a, flag, bytes);
+  else if (a.type == T_F16) twoReduce<T_F16, Proto>(a, flag, bytes);
+  else if (a.type == T_BF16) twoReduce<T_BF16, Proto>(a, flag, bytes);
+  else twoReduce<T_F32, Proto>(a, flag, bytes);
+  return heard;
 }
 
 /* a.count: the bytes each rank sends each peer (all-reduce: the vector; all-to-all: a block). */
 __device__ void llAlgo(const acuSymm& a) {
   __shared__ uint32_t sFlag;
   uint64_t* epoch = a.epoch + ACU_SYMM_MAX_BLOCKS + blockIdx.x;
+  const bool two = a.algo == ACU_SYMM_LL_AR2; /* two flags */
   if (threadIdx.x == 0) {
-    sFlag = (uint32_t)*epoch + 1;
-    *epoch = sFlag + (a.algo == ACU_SYMM_LL_AR2 ? 1 : 0); /* two-shot: two flags */
+    const uint64_t e = *epoch;
+    sFlag = (uint32_t)e + 1;
+    sCheck = !(e >> 32 & 1);
+    *epoch = sFlag;
     sStop = 0;
   }
   __syncthreads();
-  const uint64_t bytes = a.count, lines = (bytes + 7) / 8;
-  if (a.algo == ACU_SYMM_LL_AR2) {
-    if (a.type == T_F16) llReduce2<T_F16>(a, sFlag, bytes);
-    else if (a.type == T_BF16) llReduce2<T_BF16>(a, sFlag, bytes);
-    else llReduce2<T_F32>(a, sFlag, bytes);
-    return;
-  }
-  const uint64_t per = (lines + gridDim.x - 1) / gridDim.x;
-  const uint64_t lb = per * blockIdx.x < lines ? per * blockIdx.x : lines;
-  const uint64_t le = lb + per < lines ? lb + per : lines;
-  switch (a.algo == ACU_SYMM_LL_AG ? -1 : a.algo == ACU_SYMM_LL_BC ? -2 : a.algo == ACU_SYMM_LL_A2A ? -3 : (int)a.type) {
-    case -1: llGather(a, sFlag, lb, le, bytes); break;
-    case -2: llBcast(a, sFlag, lb, le, bytes); break;
-    case -3: llAlltoall(a, sFlag, lb, le, bytes); break;
-    case T_F16: llReduce<T_F16>(a, sFlag, lb, le, bytes); break;
-    case T_BF16: llReduce<T_BF16>(a, sFlag, lb, le, bytes); break;
-    default: llReduce<T_F32>(a, sFlag, lb, le, bytes); break;
-  }
+  const uint64_t bytes = a.count;
+  bool heard;
+  if (a.algo == ACU_SYMM_LL_AR2 || a.algo == ACU_SYMM_LL_BC2 || a.algo == ACU_SYMM_LL_RED2)
+    heard = a.proto ? twoRun<ProtoLL128>(a, sFlag, bytes) : twoRun<ProtoLL>(a, sFlag, bytes);
+  else if (a.proto && (a.algo == ACU_SYMM_LL_BC || a.algo == ACU_SYMM_LL_RED))
+    heard = oneRun<ProtoLL128>(a, sFlag, bytes);
+  else
+    heard = oneRun<ProtoLL>(a, sFlag, bytes);
+  __syncthreads();
+  if (threadIdx.x == 0) *epoch = (uint64_t)(sFlag + (two ? 1 : 0)) | (heard && !sStop ? 1ull << 32 : 0);
 }
 
 __global__ void __launch_bounds__(ACU_THREADS, 1) symmKernel(const __grid_constant__ acuSymm a) {

@@ -70,6 +70,7 @@ struct ncclComm {
   int localRanks;                /* ranks on this host */
   int localRank;                 /* my index among them */
   int nHosts;                    /* distinct hosts among the ranks */
+  int nvlinkAll;                 /* one host, NVLink between every pair of GPUs (cuda: anycclCudaNvlinkAll; sim: 1) */
   int nChannels;
   int* ringOrder;                /* [c * nRanks + i]: rank at position i of ring c (same on all ranks) */
   int ringPos[ANYCCL_MAX_CHANNELS]; /* my position in ring c */
@@ -245,7 +246,9 @@ struct anycclSymmChoice {
   size_t inBytes, outBytes;
   int rooted;              /* broadcast or reduce */
   int blocks;              /* LL: the kernel's blocks */
-  int twoShot;             /* LL all-reduce: reduce-scatter then all-gather in LL lines (3+ ranks) */
+  int twoShot;             /* LL, 3+ ranks: all-reduce as reduce-scatter then all-gather in LL lines;
+                              broadcast as scatter then all-gather; reduce as reduce-scatter then gather */
+  int ll128;               /* two-shot: in LL128 lines (NVLink) */
 };
 int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, struct anycclSymmChoice* c);
 /* Symmetric-window collectives (backend/cuda_symm.c): 1 if the phase ran
@@ -268,6 +271,9 @@ char* anycclCudaMailbox(const struct ncclComm* comm, int q);
 size_t anycclCudaStageBytes(const struct ncclComm* comm); /* ANYCCL_CUDA_SYMM_STAGE for this rank count, rounded: the staging area in each segment */
 size_t anycclCudaSymmLLBytes(const struct ncclComm* comm, int func); /* ANYCCL_CUDA_SYMM_LL for this rank count and collective */
 size_t anycclCudaSymmLL2Bytes(const struct ncclComm* comm); /* ANYCCL_CUDA_SYMM_LL2 for this rank count (0: no two-shot) */
+size_t anycclCudaSymmLL2RootedBytes(const struct ncclComm* comm, int func); /* ANYCCL_CUDA_SYMM_LL2_ROOTED likewise */
+int anycclCudaSymmLL128(const struct ncclComm* comm);             /* two-shot kernels in LL128 lines */
+int anycclCudaNvlinkAll(const struct ncclComm* comm);             /* for comm->nvlinkAll */
 /* A collective phase's operation tag (cuda_exec.h) for the plan being launched. */
 uint32_t anycclCudaPhaseTag(const struct ncclComm* comm, const struct anycclPhase* ph);
 /* The network proxy received a slot tagged `tag` from `peer` (0: none, look

@@ -194,13 +194,15 @@ struct acuPhase {
 #define ACU_SYMM_MAX_BLOCKS 128
 #define ACU_SYMM_LL_BLOCKS 128
 #define ACU_SYMM_LL_LINES 1024 /* per block, parity and source: 8 KB of data */
+#define ACU_SYMM_LL128_LINES (ACU_SYMM_LL_LINES / 8 - 1) /* LL128 lines there, from its first 128-byte boundary */
 enum {
   ACU_SYMM_AR1 = 0, ACU_SYMM_AR2, ACU_SYMM_AG, ACU_SYMM_RS, /* over windows, between two barriers */
   ACU_SYMM_ST_AR, ACU_SYMM_ST_AG, ACU_SYMM_ST_RS,           /* any buffers: through the staging areas */
   ACU_SYMM_LL_AR, ACU_SYMM_LL_AG, ACU_SYMM_LL_RS,           /* any buffers: LL lines, no barrier */
   ACU_SYMM_LL_BC, ACU_SYMM_LL_RED,                          /* rooted (broadcast, reduce): LL lines one way */
   ACU_SYMM_LL_A2A,                                          /* all-to-all: block p of my input to peer p */
-  ACU_SYMM_LL_AR2                                           /* all-reduce, two-shot: chunk q to rank q, sums back */
+  ACU_SYMM_LL_AR2,                                          /* all-reduce, two-shot: chunk q to rank q, sums back */
+  ACU_SYMM_LL_BC2, ACU_SYMM_LL_RED2                         /* two-shot broadcast (root scatters, all gather), reduce */
 };
 struct acuSymm {
   char* in[ACU_SYMM_MAX_RANKS];   /* every rank's input, as mapped here */
@@ -220,7 +222,7 @@ struct acuSymm {
   uint8_t algo;        /* ACU_SYMM_* */
   uint8_t type;        /* ncclDataType_t: float, half or bfloat16 (reductions) */
   uint8_t vec;         /* every pointer and rank offset a multiple of 16 bytes */
-  uint8_t pad8;
+  uint8_t proto;       /* two-shot LL kernels: 0 LL lines, 1 LL128 lines (NVLink only) */
   int32_t root;        /* ACU_SYMM_LL_BC, ACU_SYMM_LL_RED */
 };
 #define ACU_SYMM_PAD_BYTES (ACU_SYMM_MAX_BLOCKS * ACU_SYMM_MAX_RANKS * 8 + 2 * ACU_SYMM_MAX_BLOCKS * 8)

@@ -260,6 +260,7 @@ static void shadowOf(const struct ncclComm* c, int r, struct anycclSimWorld* w, 
   s->chainBytesPast64 = c->chainBytesPast64;
   s->baseChannels = c->baseChannels;
   s->llThreshold = c->llThreshold;
+  s->nvlinkAll = c->nvlinkAll;
   s->p2pChannels = c->p2pChannels < 1 ? 1 : c->p2pChannels; /* the cpu backend: one connection per pair */
   s->p2pSend = w->p2pConns;
   s->p2pRecv = w->p2pConns + c->nRanks;

@@ -37,6 +37,7 @@ static ncclResult_t simSetup(struct ncclComm* comm) {
     comm->llThreshold = 0;
   }
   comm->peerThreshold = (size_t)-1; /* GPUs run the lanes */
+  comm->nvlinkAll = comm->nHosts == 1; /* the fabric's GPUs of a host share NVLink */
   comm->p2pSend = w->p2pConns;
   comm->p2pRecv = w->p2pConns + comm->nRanks;
   return ncclSuccess;

@@ -8,7 +8,10 @@
  *   LL      launch + route latency + the flows: every line a rank stores
  *           into a peer's segment (16 wire bytes per 8 of data), each
  *           sender's flows capped at its blocks x symm_ll_block_GBps
- *           shared among the peers it stores into;
+ *           shared among the peers it stores into; the two-shot kernels
+ *           in two such rounds (chunk q to rank q from every rank, or from
+ *           the root; then chunk q from rank q to every peer, or to the
+ *           root);
  *   p2p     (send/recv, when every message of every rank takes the LL
  *           kernel) launch + route latency + a flow per message (16 wire
  *           bytes per 8, plus a header line), capped at the op's blocks x
@@ -102,14 +105,15 @@ ncclResult_t simSymmRun(struct anycclSimWorld* w, struct anycclPlan** plans, int
     }
   } else if (path == ANYCCL_SYMM_LL) {
     double rank = c->blocks * cal->symmLLBlockGBps * 1e9; /* one rank's blocks */
-    double wire = 2 * B;                                   /* 16-byte lines of 8 data bytes */
-    if (func == FUNC_BROADCAST) {
+    double wire = c->ll128 ? B * 128 / 120 : 2 * B;         /* 16-byte lines of 8 data bytes (LL128: 128 of 120) */
+    if (c->twoShot) { /* two-shot: chunk q to rank q, then chunk q from rank q (round 2 below) */
+      for (int r = 0; r < n; r++)
+        if (func != FUNC_BROADCAST || r == ph->root) addFlows(fab, n, r, -1, wire / n, rank / (n - 1), f, info, lat, &nf);
+    } else if (func == FUNC_BROADCAST) {
       addFlows(fab, n, ph->root, -1, wire, rank / (n - 1), f, info, lat, &nf);
     } else if (func == FUNC_REDUCE) {
       for (int r = 0; r < n; r++)
         if (r != ph->root) addFlows(fab, n, r, ph->root, wire, rank, f, info, lat, &nf);
-    } else if (c->twoShot) { /* two-shot all-reduce: chunk q to rank q, then the sums back: two such rounds */
-      for (int r = 0; r < n; r++) addFlows(fab, n, r, -1, wire / n, rank / (n - 1), f, info, lat, &nf);
     } else { /* all-reduce: the vector, all-gather: my block, reduce-scatter, all-to-all: block q, to every peer q */
       for (int r = 0; r < n; r++) addFlows(fab, n, r, -1, wire, rank / (n - 1), f, info, lat, &nf);
     }
@@ -135,24 +139,32 @@ ncclResult_t simSymmRun(struct anycclSimWorld* w, struct anycclPlan** plans, int
       for (int r = 0; r < n; r++) addFlows(fab, n, r, -1, B, cap, f, info, lat, &nf);
     }
   }
-  NCCLCHECK(simFlowsRun(f, nf, fab->linkBps, fab->nLinks));
-  double xfer = copyT; /* (p2p self copies, beside the flows) */
-  for (int i = 0; i < nf; i++)
-    if (lat[i] + f[i].end > xfer) xfer = lat[i] + f[i].end;
-  const int rounds = path == ANYCCL_SYMM_LL && c->twoShot ? 2 : 1; /* (the second round is the first's shape) */
+  const int rounds = path == ANYCCL_SYMM_LL && c->twoShot ? 2 : 1;
+  double at = t0 + before;
   for (int k = 0; k < rounds; k++) {
+    if (k == 1 && func != FUNC_ALLREDUCE) { /* round 2 of broadcast (every chunk to every peer) and reduce (sums to the root) */
+      const double wire = c->ll128 ? B * 128 / 120 : 2 * B, rank = c->blocks * cal->symmLLBlockGBps * 1e9;
+      nf = 0;
+      for (int r = 0; r < n; r++)
+        if (func == FUNC_BROADCAST) addFlows(fab, n, r, -1, wire / n, rank / (n - 1), f, info, lat, &nf);
+        else if (r != ph->root) addFlows(fab, n, r, ph->root, wire / n, rank, f, info, lat, &nf);
+    }
+    if (k == 0 || func != FUNC_ALLREDUCE) NCCLCHECK(simFlowsRun(f, nf, fab->linkBps, fab->nLinks)); /* (all-reduce: round 2 is round 1's shape) */
+    double xfer = copyT; /* (p2p self copies, beside the flows) */
+    for (int i = 0; i < nf; i++)
+      if (lat[i] + f[i].end > xfer) xfer = lat[i] + f[i].end;
     struct simBuilder b = {f, info, lat, nf, nf};
     simAccRound(acc, &b);
     simAccFlush(w, acc, 1);
     if (w->flowFile) {
       const char* what = path == ANYCCL_SYMM_P2P ? "symm-p2p" : path == ANYCCL_SYMM_LL ? (rounds > 1 ? "symm-ll2" : "symm-ll") : "symm-staged";
-      const double at = t0 + before + k * xfer;
       for (int i = 0; i < nf; i++)
         simWriteFlow(w, w->nextFlowId + i, -1, -1, plans[0]->seq, what, info[i].src, info[i].dst, f[i].bytes, 0, 0,
                      f[i].links, f[i].nlinks, at, at + lat[i] + f[i].end);
     }
     w->nextFlowId += nf;
+    at += xfer;
   }
-  *dur = before + rounds * xfer + after;
+  *dur = at - t0 + after;
   return ncclSuccess;
 }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # The inference-size regime on one GPU host, NCCL and anyccl back to back:
-# every collective of nccl-tests from 8 B to 16 MB, checked (-c 1), one
+# mixed collectives back to back, checked (tests/gpu/llmix.c); every
+# collective of nccl-tests from 8 B to 16 MB, checked (-c 1), one
 # thread driving all GPUs (-g N) and a thread per GPU (-t N), each with and
 # without CUDA graphs (-G 10); then PyTorch's ProcessGroupNCCL (a process per
 # GPU), bf16 all_reduce eager and captured in a CUDA graph (the
@@ -29,6 +30,20 @@ ITERS=${ITERS:--n 100 -w 10}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 mkdir -p "$OUT"
 rc=0
+# Mixed collectives back to back on NGPU, NGPU-1 ... 2 GPUs (tests/gpu/llmix.c):
+# the one-host LL kernels reuse their line areas launch after launch; every
+# result is checked
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if cc -O2 -I"$ROOT/include" -I"$CUDA_HOME/include" "$ROOT/tests/gpu/llmix.c" -o "$OUT/llmix" -L"$ANYCCL_LIB" -l:libnccl.so.2 \
+  -L"$CUDA_HOME/lib64" -lcudart_static -lpthread -ldl -lrt >"$OUT/llmix-build.log" 2>&1; then
+  for g in $(seq "$NGPU" -1 2); do
+    LD_LIBRARY_PATH=$ANYCCL_LIB timeout 300 "$OUT/llmix" "$g" 40 8 1 >"$OUT/llmix-$g.log" 2>&1 ||
+      { echo "FAIL: llmix on $g GPUs (see $OUT/llmix-$g.log)"; rc=1; }
+  done
+else
+  echo "FAIL: llmix build (see $OUT/llmix-build.log)"
+  rc=1
+fi
 # a run's log: its check must pass (#wrong 0, out of bounds OK)
 check() { # name log
   if ! grep -q "Out of bounds values : 0 OK" "$2" || awk '/^ +[0-9]+ +[0-9]+ /{ if ($9 != 0 && $9 != "N/A") bad=1 } END{exit !bad}' "$2"; then
@@ -89,6 +104,7 @@ rows() {
           printf "\n" }'
 }
 {
+  tail -qn 1 "$OUT"/llmix-*.log 2>/dev/null
   echo "nccl-tests, $NGPU GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)): time in us, NCCL / anyccl (ratio)"
   echo "g: -g $NGPU (one thread), t: -t $NGPU (a thread per GPU); G, T: the same under CUDA graphs (-G 10)"
   for c in $COLLS; do

@@ -365,6 +365,10 @@ static double symmEstimate(int n, int dataflow, int what, size_t bytes) {
     } else if (what == 2) {
       ncclSend(bufs[i], bytes, ncclUint8, (i + 1) % n, comms[i], streams[i]);
       ncclRecv(out, bytes, ncclUint8, (i + n - 1) % n, comms[i], streams[i]);
+    } else if (what == 3) {
+      ncclBroadcast(bufs[i], out, bytes / 4, ncclFloat, 0, comms[i], streams[i]);
+    } else if (what == 4) {
+      ncclReduce(bufs[i], out, bytes / 4, ncclFloat, ncclSum, 0, comms[i], streams[i]);
     } else {
       ncclAllReduce(bufs[i], out, bytes / 4, ncclFloat, ncclSum, comms[i], streams[i]);
     }
@@ -400,11 +404,14 @@ static void symmLL(void) {
   const int env = getenv("ANYCCL_CUDA_SYMM_LL") != NULL;
   /* Two-shot, unless ANYCCL_CUDA_SYMM_LL is set (sim.symm_ll_env): on 4
    * ranks the one-shot stops at 128 KB and the two-shot kernel takes 512 KB
-   * and 1 MB (sim.symm_ll2 sets its limit to 4 MB: the same choices): two
-   * rounds of 3 flows of 2B/4 from every rank, 3 on each NVLink (1 MB: 128
-   * blocks, 512 KB: 64, 42.7 GB/s a flow; the link binds either way) */
-  const double kb512 = env ? 4 + 0.5 + 1048576 / (100e3 / 3) : 4 + 2 * (0.5 + 262144 / (100e3 / 3));
-  const double mb4 = env ? 4 + 0.5 + 2097152 / (100e3 / 3) : 4 + 2 * (0.5 + 524288 / (100e3 / 3));
+   * and 1 MB (sim.symm_ll2 sets its limit to 4 MB: the same choices), in
+   * LL128 lines (the sim's GPUs share NVLink; from 512 KB): 128 wire bytes
+   * per 120, B/120/4 lines a chunk in blocks of 32 lines: two rounds of 3
+   * flows of B x 128/120 / 4 from every rank, 3 on each NVLink. 512 KB:
+   * 1093 lines a chunk, 35 blocks, 70 GB/s a rank over 3 flows binds; 1 MB:
+   * 2185 lines, 69 blocks, the link's 33.3 GB/s a flow binds. */
+  const double kb512 = env ? 4 + 0.5 + 1048576 / (100e3 / 3) : 4 + 2 * (0.5 + 524288.0 * 128 / 120 / 4 / (35 * 2e3 / 3));
+  const double mb4 = env ? 4 + 0.5 + 2097152 / (100e3 / 3) : 4 + 2 * (0.5 + 1048576.0 * 128 / 120 / 4 / (100e3 / 3));
   struct {
     int n;
     size_t bytes;
@@ -412,8 +419,8 @@ static void symmLL(void) {
     const char* why;
   } cases[] = {
       {4, 128 << 10, 4 + 0.5 + 262144 / (100e3 / 3), "4 ranks, one-shot LL: 3 flows share each NVLink"},
-      {4, 512 << 10, kb512, env ? "4 ranks, ANYCCL_CUDA_SYMM_LL=1 MB: one-shot" : "4 ranks, 512 KB: two-shot LL"},
-      {4, 1 << 20, mb4, env ? "4 ranks, ANYCCL_CUDA_SYMM_LL=1 MB: one-shot" : "4 ranks, 1 MB: two-shot LL"},
+      {4, 512 << 10, kb512, env ? "4 ranks, ANYCCL_CUDA_SYMM_LL=1 MB: one-shot" : "4 ranks, 512 KB: two-shot LL128"},
+      {4, 1 << 20, mb4, env ? "4 ranks, ANYCCL_CUDA_SYMM_LL=1 MB: one-shot" : "4 ranks, 1 MB: two-shot LL128"},
       {4, 8 << 20, (env ? -1 : 1) * (4 + 8.388608 + 1 + 0.5 + 4194304 / (100e3 / 3) + 1 + 8.388608),
        env ? "4 ranks, ANYCCL_CUDA_SYMM_STAGE=4 MB: 8 MB not staged" : "4 ranks, 8 MB: staged (the NVLinks bind)"},
       {2, 256 << 10, 4 + 0.5 + 524288 / 100e3, "2 ranks, 128 blocks: the link's 100 GB/s binds"},
@@ -435,6 +442,31 @@ static void symmLL(void) {
              n, dataflow ? "dataflow" : "lock-step", got, want, cases[c].why);
     }
   }
+  /* Broadcast and reduce on 4 ranks past their LL limits (341 KB, 256 KB),
+   * in LL128 lines: broadcast 512 KB one-shot (the root's 3 flows of B x
+   * 128/120, 128 blocks, the NVLink binds); broadcast 1 MB two-shot (the
+   * root's chunks to the 3 others, then every chunk to every peer: two
+   * rounds of 3 flows of B x 128/120 / 4 on each NVLink); reduce 2 MB
+   * two-shot (chunks to their owners, then the sums to the root: 3 flows
+   * into the root's NVLink). Unless ANYCCL_CUDA_SYMM_LL is set. */
+  struct {
+    int what;
+    size_t bytes;
+    double want;
+    const char* why;
+  } rooted[] = {
+      {3, 512 << 10, 4 + 0.5 + 524288.0 * 128 / 120 / (100e3 / 3), "broadcast 512 KB: one-shot LL128"},
+      {3, 1 << 20, 4 + 2 * (0.5 + 1048576.0 * 128 / 120 / 4 / (100e3 / 3)), "broadcast 1 MB: two-shot LL128"},
+      {4, 2 << 20, 4 + 2 * (0.5 + 2097152.0 * 128 / 120 / 4 / (100e3 / 3)), "reduce 2 MB: two-shot LL128"},
+  };
+  for (size_t c = 0; !env && c < sizeof(rooted) / sizeof(rooted[0]); c++)
+    for (int dataflow = 0; dataflow < 2; dataflow++) {
+      double got = symmEstimate(4, dataflow, rooted[c].what, rooted[c].bytes);
+      CHECK(fabs(got - rooted[c].want) < 1e-4 * rooted[c].want, "4 ranks, %s (%s): %g us, want %g", rooted[c].why,
+            dataflow ? "dataflow" : "lock-step", got, rooted[c].want);
+      printf("4 ranks of one host, %s, %s: %.4f us, by hand %.4f\n", rooted[c].why, dataflow ? "dataflow" : "lock-step",
+             got, rooted[c].want);
+    }
   unsetenv("ANYCCL_SIM_MODEL"), unsetenv("ANYCCL_SIM_CALIB");
   unlink(cal);
 }
