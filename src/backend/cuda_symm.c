@@ -223,9 +223,13 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
     return ANYCCL_SYMM_LL;
   }
   /* broadcast and reduce a little past that: one-shot in LL128 lines (the
-   * root sends or takes n-1 vectors at 120 of 128 bytes) */
-  if (rooted && anycclCudaSymmLL128(comm) && bytes <= symmLL128OneShotBytes(func) && comm->forceAlgo < 0 &&
-      comm->llThreshold > 0 && symmLL128Blocks(bytes, 1, 1, c))
+   * root sends or takes n-1 vectors at 120 of 128 bytes); reduce-scatter
+   * likewise up to ANYCCL_CUDA_SYMM_LL128_RS (off unless set) */
+  const size_t l128one = rooted                         ? symmLL128OneShotBytes(func)
+                         : func == FUNC_REDUCESCATTER ? (size_t)anycclParamInt(PARAM_CUDA_SYMM_LL128_RS)
+                                                        : 0;
+  if (bytes <= l128one && anycclCudaSymmLL128(comm) && comm->forceAlgo < 0 && comm->llThreshold > 0 &&
+      symmLL128Blocks(bytes, 1, 1, c))
     return ANYCCL_SYMM_LL;
   /* two-shot LL all-reduce, broadcast and reduce (3+ ranks), in LL128 lines
    * where NVLink joins the GPUs: a block's share of each chunk fits its

@@ -802,7 +802,7 @@ __device__ void llAlgo(const acuSymm& a) {
   bool heard;
   if (a.algo == ACU_SYMM_LL_AR2 || a.algo == ACU_SYMM_LL_BC2 || a.algo == ACU_SYMM_LL_RED2)
     heard = a.proto ? twoRun<ProtoLL128>(a, sFlag, bytes) : twoRun<ProtoLL>(a, sFlag, bytes);
-  else if (a.proto && (a.algo == ACU_SYMM_LL_BC || a.algo == ACU_SYMM_LL_RED))
+  else if (a.proto && (a.algo == ACU_SYMM_LL_BC || a.algo == ACU_SYMM_LL_RED || a.algo == ACU_SYMM_LL_RS))
     heard = oneRun<ProtoLL128>(a, sFlag, bytes);
   else
     heard = oneRun<ProtoLL>(a, sFlag, bytes);

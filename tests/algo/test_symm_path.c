@@ -6,7 +6,9 @@
  * the GPUs and without (no LL128 lines, no rooted two-shot kernels), and on
  * 3 and 8 ranks. Every case runs with the default parameters; the second
  * ctest (algo_symm_path_nol128) sets ANYCCL_CUDA_SYMM_LL128=0, which must
- * choose as if NVLink were missing. */
+ * choose as if NVLink were missing; the third (algo_symm_path_rs) sets
+ * ANYCCL_CUDA_SYMM_LL128_RS to 1 MB: a reduce-scatter of 1 MB blocks then
+ * takes the LL128 one-shot kernel instead of the staged one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,7 @@ static int choose(int n, int nvlink, int func, size_t bytes, int* blocks) {
 
 int main(void) {
   const int l128 = getenv("ANYCCL_CUDA_SYMM_LL128") == NULL || atoi(getenv("ANYCCL_CUDA_SYMM_LL128")) != 0;
+  const size_t rs = getenv("ANYCCL_CUDA_SYMM_LL128_RS") ? (size_t)atoll(getenv("ANYCCL_CUDA_SYMM_LL128_RS")) : 0;
   struct {
     int n, nvlink, func;
     size_t bytes;
@@ -83,6 +86,10 @@ int main(void) {
       {8, 1, FUNC_ALLREDUCE, KB(512), STAGED, STAGED, 0},
       {8, 1, FUNC_REDUCE, KB(512), LL128_1, NONE, 0},
       {8, 1, FUNC_BROADCAST, MB(1), NONE, NONE, 0},
+      /* reduce-scatter on 4 (bytes: a rank's block): LL to 512 KB, then staged (LL128 one-shot only when
+       * ANYCCL_CUDA_SYMM_LL128_RS is set: the third ctest sets 1 MB) */
+      {4, 1, FUNC_REDUCESCATTER, KB(512), LL, LL, 128},
+      {4, 1, FUNC_REDUCESCATTER, MB(1), STAGED, STAGED, 0},
       /* 2 ranks: no two-shot, no change */
       {2, 1, FUNC_ALLREDUCE, MB(1), LL, LL, 0},
       {2, 1, FUNC_BROADCAST, MB(1), LL, LL, 0},
@@ -91,7 +98,8 @@ int main(void) {
     for (int nv = 1; nv >= 0; nv--) {
       int blocks = 0;
       const int got = choose(cases[i].n, nv, cases[i].func, cases[i].bytes, &blocks);
-      const int want = nv && l128 ? cases[i].want : cases[i].wantNo;
+      int want = nv && l128 ? cases[i].want : cases[i].wantNo;
+      if (rs && want == STAGED && cases[i].func == FUNC_REDUCESCATTER && cases[i].bytes <= rs && nv && l128) want = LL128_1;
       checks++;
       if (got != want) {
         fails++;
