@@ -100,13 +100,31 @@ static void messages(struct fuzzIn* in) {
   while (in->n > 0) {
     unsigned g = fuzzByte(in);
     size_t got = g < 200 ? sizeof(struct portMsg) : g - 200; /* mostly whole headers */
-    /* the size of a received message of headers (a batch) */
+    /* a received message of headers (a batch), perhaps with a put's data inline after the last */
     size_t batch = fuzzByte(in);
-    batch = (batch | (size_t)fuzzByte(in) << 8) % (2 * PORT_BATCH * sizeof(struct portMsg) + 2);
-    char bwhy[128] = "";
-    int nb = portNetBatchCount(batch, bwhy, sizeof(bwhy));
-    if (nb < 0) FUZZ_CHECK(bwhy[0] != '\0');
-    else FUZZ_CHECK(nb >= 1 && nb <= PORT_BATCH && (size_t)nb * sizeof(struct portMsg) == batch);
+    batch = (batch | (size_t)fuzzByte(in) << 8) % (PORT_MSG_WORDS * sizeof(struct portMsg) + 2);
+    struct portMsg bmsg[PORT_MSG_WORDS + 1];
+    memset(bmsg, 0, sizeof(bmsg));
+    fuzzTake(in, bmsg, batch);
+    if (batch >= sizeof(struct portMsg) && fuzzByte(in) % 2) { /* mostly a well-formed inline put last */
+      const size_t k = (batch - 1) / sizeof(struct portMsg) < PORT_BATCH ? (batch - 1) / sizeof(struct portMsg) : PORT_BATCH;
+      if (k >= 1) {
+        bmsg[k - 1].type = ANYCCL_TRIG_PUT | PORT_MSG_INLINE;
+        bmsg[k - 1].size = batch - k * sizeof(struct portMsg);
+      }
+    }
+    char bwhy[256] = "";
+    size_t inl = 99;
+    int nb = portNetBatchCount(bmsg, batch, &inl, bwhy, sizeof(bwhy));
+    if (nb < 0) {
+      FUZZ_CHECK(bwhy[0] != '\0');
+    } else {
+      FUZZ_CHECK(nb >= 1 && nb <= PORT_BATCH && (size_t)nb * sizeof(struct portMsg) + inl == batch && inl <= PORT_INLINE);
+      for (int j = 0; j < nb; j++) /* only the last header may say its data follows, and it is a put of exactly that */
+        FUZZ_CHECK(!(bmsg[j].type & PORT_MSG_INLINE) ||
+                   (j == nb - 1 && bmsg[j].type == (ANYCCL_TRIG_PUT | PORT_MSG_INLINE) && bmsg[j].size == inl && inl > 0));
+      if (inl == 0) FUZZ_CHECK(!(bmsg[nb - 1].type & PORT_MSG_INLINE));
+    }
     uint8_t bytes[sizeof(struct portMsg)];
     fuzzTake(in, bytes, sizeof(bytes));
     struct portMsg m;

@@ -52,6 +52,13 @@ struct portMsg {
  * connection has PORT_SBATCH such send buffers. */
 #define PORT_BATCH 16
 #define PORT_SBATCH 8
+/* A put of at most PORT_INLINE bytes that ends such a message travels in
+ * it, right after its header (flagged PORT_MSG_INLINE): one network message
+ * instead of two. A header message is then up to PORT_MSG_WORDS portMsg
+ * sizes long. */
+#define PORT_INLINE 1024
+#define PORT_MSG_WORDS (PORT_BATCH + PORT_INLINE / 32)
+#define PORT_MSG_INLINE 0x20000u
 
 struct netSendEntry {
   struct portMsg msg;
@@ -65,7 +72,8 @@ struct netSendEntry {
   uint64_t* bump;  /* raised by 1 (release) once the entry completed (GIN counters), or NULL */
   uint64_t inlineData; /* a put of at most 8 bytes carried here (portNetPutInline) */
   uint64_t t0;     /* ANYCCL_PROFILE_HOST: when it was queued (0: off) */
-  int batch;       /* its header message carries the next entries' too: the send buffer (sbatch), else -1 */
+  int batch;       /* its header message carries the next entries' too, or its data: the send buffer (sbatch), else -1 */
+  int inl;         /* a put whose data went inside a header message */
 };
 
 struct portConn {
@@ -80,10 +88,11 @@ struct portConn {
   void* recvComm;
   struct netSendEntry sq[NET_SQ];
   uint64_t sqHead, sqPosted, sqTail; /* completed, being posted, queued */
-  struct portMsg rhdr[NET_RQ][PORT_BATCH]; /* header receives: up to PORT_BATCH headers each */
-  struct portMsg sbatch[PORT_SBATCH][PORT_BATCH];
+  struct portMsg rhdr[NET_RQ][PORT_MSG_WORDS]; /* header receives: up to PORT_BATCH headers each (and inline data) */
+  struct portMsg sbatch[PORT_SBATCH][PORT_MSG_WORDS];
   int sbatchBusy[PORT_SBATCH];
-  struct portMsg pend[PORT_BATCH];   /* a received batch, delivered in order from ipend */
+  struct portMsg pend[PORT_MSG_WORDS]; /* a received batch, delivered in order from ipend (its inline data after npend) */
+  size_t npendInline;                /* bytes of inline data after the last header */
   int npend, ipend;
   void* rreq[NET_RQ];
   int rkind[NET_RQ];                 /* 0 header, 1 data */
@@ -224,8 +233,10 @@ enum { PORT_MSG_PUT = 0, PORT_MSG_DISCARD, PORT_MSG_SIGNAL, PORT_MSG_BAD, PORT_M
  * on that connection was dropped (its bytes went nowhere). */
 #define PORT_MSG_AFTER_DROP 0x10000u
 /* A received header message of `got` bytes: how many headers it holds (1
- * to PORT_BATCH), or -1 with the reason in why. */
-int portNetBatchCount(size_t got, char* why, size_t whyLen);
+ * to PORT_BATCH), the last of which may be a put flagged PORT_MSG_INLINE
+ * whose size (1 to PORT_INLINE) is exactly what follows it (*inlineBytes;
+ * else 0), or -1 with the reason in why. */
+int portNetBatchCount(const void* msg, size_t got, size_t* inlineBytes, char* why, size_t whyLen);
 int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* bytes, size_t got, struct portMsg* m,
                     char** ptr, int* slot, char* why, size_t whyLen);
 ncclResult_t portNetConnect(struct anycclProxyService* s, int peer);

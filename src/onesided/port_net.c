@@ -60,7 +60,8 @@ static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclRe
     }
     if (e->state == 0) {
       /* the entries behind it that are ready ride along: header-only ones,
-       * and at most one put last (its data follows as its own message) */
+       * and at most one put last (its data inside when it is small, else
+       * as a message of its own) */
       int k = 1, b = -1;
       if (!(e->msg.type == ANYCCL_TRIG_PUT && e->msg.size > 0)) {
         for (uint64_t p = c->sqPosted + 1; k < PORT_BATCH && p < c->sqTail; p++) {
@@ -69,23 +70,37 @@ static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclRe
           k++;
           if (f->msg.type == ANYCCL_TRIG_PUT && f->msg.size > 0) break;
         }
-        for (int i = 0; k > 1 && i < PORT_SBATCH && b < 0; i++) b = c->sbatchBusy[i] ? -1 : i;
-        if (b < 0) k = 1;
       }
+      struct netSendEntry* last = &c->sq[(c->sqPosted + k - 1) % NET_SQ];
+      const int inl = last->msg.type == ANYCCL_TRIG_PUT && last->msg.size > 0 && last->msg.size <= PORT_INLINE;
+      for (int i = 0; (k > 1 || inl) && i < PORT_SBATCH && b < 0; i++) b = c->sbatchBusy[i] ? -1 : i;
+      if (b < 0) k = 1; /* no send buffer free: e alone, its data apart */
       const void* hdr = &e->msg;
-      if (k > 1) {
+      size_t len = k * sizeof(e->msg);
+      if (b >= 0) {
         for (int j = 0; j < k; j++) c->sbatch[b][j] = c->sq[(c->sqPosted + j) % NET_SQ].msg;
+        if (inl) {
+          c->sbatch[b][k - 1].type |= PORT_MSG_INLINE;
+          memcpy(&c->sbatch[b][k], last->data, last->msg.size);
+          len += last->msg.size;
+          last->inl = 1;
+        }
         hdr = c->sbatch[b];
       }
-      if ((*err = net->isend(c->sendComm, (void*)hdr, k * sizeof(e->msg), 0, NULL, &e->hreq)) != ncclSuccess)
+      if ((*err = net->isend(c->sendComm, (void*)hdr, len, 0, NULL, &e->hreq)) != ncclSuccess) {
+        last->inl = 0;
         return moved;
-      if (e->hreq == NULL) break;
+      }
+      if (e->hreq == NULL) {
+        last->inl = 0;
+        break;
+      }
       e->state = 1;
-      e->batch = k > 1 ? b : -1;
-      if (k > 1) c->sbatchBusy[b] = 1;
+      e->batch = b;
+      if (b >= 0) c->sbatchBusy[b] = 1;
       for (int j = 1; j < k; j++) c->sq[(c->sqPosted + j) % NET_SQ].state = 1; /* sent with e's */
     }
-    if (e->state == 1 && e->msg.type == ANYCCL_TRIG_PUT && e->msg.size > 0) { /* only puts carry data */
+    if (e->state == 1 && e->msg.type == ANYCCL_TRIG_PUT && e->msg.size > 0 && !e->inl) { /* only puts carry data */
       if ((*err = net->isend(c->sendComm, (void*)e->data, e->msg.size, 0, NULL, &e->dreq)) != ncclSuccess)
         return moved;
       if (e->dreq == NULL) break;
@@ -151,13 +166,30 @@ static ncclResult_t postRecv(struct anycclProxyService* s, struct portConn* c, i
   return ncclSuccess;
 }
 
-int portNetBatchCount(size_t got, char* why, size_t whyLen) {
-  if (got == 0 || got % sizeof(struct portMsg) != 0 || got > PORT_BATCH * sizeof(struct portMsg)) {
-    snprintf(why, whyLen, "a message of headers of %zu bytes (a multiple of %zu, at most %zu)", got,
-             sizeof(struct portMsg), PORT_BATCH * sizeof(struct portMsg));
+int portNetBatchCount(const void* msg, size_t got, size_t* inlineBytes, char* why, size_t whyLen) {
+  *inlineBytes = 0;
+  size_t off = 0;
+  int k = 0;
+  while (k < PORT_BATCH && got - off >= sizeof(struct portMsg)) {
+    struct portMsg m;
+    memcpy(&m, (const char*)msg + off, sizeof(m));
+    off += sizeof(m);
+    k++;
+    if (!(m.type & PORT_MSG_INLINE)) continue;
+    if ((m.type & ~PORT_MSG_INLINE) != ANYCCL_TRIG_PUT || m.size == 0 || m.size > PORT_INLINE || got - off != m.size) {
+      snprintf(why, whyLen, "header %d of a message of %zu bytes: inline data of %llu bytes with %zu bytes left (a put of 1 to %d bytes, the message's end)",
+               k, got, (unsigned long long)m.size, got - off, PORT_INLINE);
+      return -1;
+    }
+    *inlineBytes = m.size;
+    return k;
+  }
+  if (k == 0 || off != got) {
+    snprintf(why, whyLen, "a message of headers of %zu bytes (a multiple of %zu, at most %zu, or inline data after the last)",
+             got, sizeof(struct portMsg), PORT_BATCH * sizeof(struct portMsg));
     return -1;
   }
-  return (int)(got / sizeof(struct portMsg));
+  return k;
 }
 
 int portNetParseMsg(const struct anycclProxyService* s, int peer, const void* bytes, size_t got, struct portMsg* m,
@@ -221,8 +253,12 @@ static int deliver(struct anycclProxyService* s, struct portConn* c, int peer, i
     return -1;
   }
   if (!last) return 0; /* (a batch's earlier headers carry no data) */
-  if (m->type == ANYCCL_TRIG_PUT && m->size > 0 && (*err = postRecv(s, c, RQ_DATA, ptr, m->size, entry)) != ncclSuccess)
+  if (m->type == ANYCCL_TRIG_PUT && m->size > 0 && c->npendInline) { /* its data came inside */
+    memcpy(ptr, (const char*)&c->pend[c->npend], m->size);
+    if (entry != UINT64_MAX && (*err = portStageData(s, entry)) != ncclSuccess) return -1;
+  } else if (m->type == ANYCCL_TRIG_PUT && m->size > 0 && (*err = postRecv(s, c, RQ_DATA, ptr, m->size, entry)) != ncclSuccess) {
     return -1;
+  }
   if ((*err = postRecv(s, c, RQ_HDR, NULL, 0, UINT64_MAX)) != ncclSuccess) return -1;
   return 0;
 }
@@ -241,7 +277,9 @@ static int drainBatch(struct anycclProxyService* s, struct portConn* c, int peer
       m = c->heldMsg, ptr = c->heldPtr, kind = c->heldKind, slot = c->heldSlot;
     } else {
       char why[256];
-      kind = portNetParseMsg(s, peer, &c->pend[c->ipend], sizeof(struct portMsg), &m, &ptr, &slot, why, sizeof(why));
+      struct portMsg h = c->pend[c->ipend];
+      h.type &= ~PORT_MSG_INLINE; /* (portNetBatchCount checked it: the last header, a put) */
+      kind = portNetParseMsg(s, peer, &h, sizeof(struct portMsg), &m, &ptr, &slot, why, sizeof(why));
       if (kind != PORT_MSG_BAD && !last && m.type == ANYCCL_TRIG_PUT && m.size > 0) {
         snprintf(why, sizeof(why), "a put header with data inside a batch (header %d of %d)", c->ipend + 1, c->npend);
         kind = PORT_MSG_BAD;
@@ -310,8 +348,9 @@ static int recvSome(struct anycclProxyService* s, struct portConn* c, int peer, 
       *err = ncclRemoteError;
       return moved;
     }
-    char why[128];
-    const int k = portNetBatchCount(got, why, sizeof(why));
+    char why[256];
+    size_t inl = 0;
+    const int k = portNetBatchCount(c->rhdr[i], got, &inl, why, sizeof(why));
     if (k < 0) {
       WARN("port proxy of rank %d: %s; the connection to rank %d fails", s->rank, why, peer);
       *err = ncclRemoteError;
@@ -319,6 +358,7 @@ static int recvSome(struct anycclProxyService* s, struct portConn* c, int peer, 
     }
     memcpy(c->pend, c->rhdr[i], got);
     c->npend = k;
+    c->npendInline = inl;
     c->ipend = 0;
     if (drainBatch(s, c, peer, err) != 0) return moved;
   }

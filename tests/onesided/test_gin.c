@@ -22,7 +22,8 @@
  * reuse: 1500 windows registered and deregistered in turn (more than
  *   ANYCCL_PORT_MAX_MEMORIES) each take id 0 again; with two live and the
  *   first deregistered, the next takes its id; then ops on that window.
- * order: GIN_ROUNDS (1000) rounds of a put (1 byte to 40 KB, several
+ * order: GIN_ROUNDS (1000) rounds of a put (1 byte to 40 KB, a quarter
+ *   around the 1 KB that travels inside a header message; several
  *   messages with a small ANYCCL_PORT_CHUNK or bounce buffer) with its
  *   signal, sometimes a
  *   put-value with its signal, then 0-23 bare signals (batches of headers,
@@ -210,7 +211,14 @@ static int caseBad(ncclComm_t comm, const ncclDevComm_t* dc, char* win, int mem)
 }
 
 enum { ORDER_FLIGHT = 16, ORDER_REGION = 40000, ORDER_VALUES = 16 * ORDER_REGION };
-static uint64_t orderBytes(int k) { return 1 + (uint64_t)k * 7919 % ORDER_REGION; }
+/* a put's bytes in round k: up to the region, a quarter of them around
+ * PORT_INLINE (carried inside the header message up to it) and some at it
+ * and one past it */
+static uint64_t orderBytes(int k) {
+  if (k % 8 == 3) return PORT_INLINE + (uint64_t)(k / 8 % 2);
+  if (k % 4 == 1) return 1 + (uint64_t)k * 7919 % (PORT_INLINE + 64);
+  return 1 + (uint64_t)k * 7919 % ORDER_REGION;
+}
 static uint64_t orderValue(int k) { return (uint64_t)(k + 1) * 0x9E3779B97F4A7C15ull; }
 
 /* Signals: 0 the puts', 1 the bare ones, 2 the put-values', 3 rank 1's
