@@ -159,19 +159,21 @@ int anycclSymmP2pBlocks(size_t bytes, int nops, int copy) {
   return units < 1 ? 1 : (int)units;
 }
 
-/* Blocks for `bytes` in LL128 lines cut in `parts` chunks (two-shot: n,
- * one-shot: 1), one per ANYCCL_CUDA_SYMM_LL128_LINES lines of a part, at
- * most ACU_SYMM_LL_BLOCKS; 0 when a block's lines do not fit its slot (or
- * its half, `halves` 2). */
-static int symmLL128Blocks(size_t bytes, int parts, int halves, struct anycclSymmChoice* c) {
-  const int64_t u = anycclParamInt(PARAM_CUDA_SYMM_LL128_LINES);
-  const size_t unit = u < 1 ? 1 : (size_t)u;
-  const size_t part = (((bytes + 7) / 8 + 14) / 15 + (size_t)parts - 1) / (size_t)parts;
+/* The LL kernels' blocks for `bytes` cut in `parts` chunks (two-shot: n,
+ * one-shot: 1): one per 256 LL lines (LL128: per
+ * ANYCCL_CUDA_SYMM_LL128_LINES lines) of a part, at most
+ * ACU_SYMM_LL_BLOCKS; 0 when a block's lines do not fit its slot (or its
+ * half, `halves` 2). */
+static int symmLLBlocks(size_t bytes, int parts, int halves, int l128, struct anycclSymmChoice* c) {
+  const int64_t u = l128 ? anycclParamInt(PARAM_CUDA_SYMM_LL128_LINES) : 256;
+  const size_t unit = u < 1 ? 1 : (size_t)u, wpl = l128 ? 15 : 1;
+  const size_t slot = l128 ? ACU_SYMM_LL128_LINES : ACU_SYMM_LL_LINES;
+  const size_t part = (((bytes + 7) / 8 + wpl - 1) / wpl + (size_t)parts - 1) / (size_t)parts;
   size_t blocks = (part + unit - 1) / unit;
   if (blocks > ACU_SYMM_LL_BLOCKS) blocks = ACU_SYMM_LL_BLOCKS;
-  if (blocks < 1 || (part + blocks - 1) / blocks > (size_t)(ACU_SYMM_LL128_LINES / halves)) return 0;
+  if (blocks < 1 || (part + blocks - 1) / blocks > slot / (size_t)halves) return 0;
   c->blocks = (int)blocks;
-  c->ll128 = 1;
+  c->ll128 = l128;
   return 1;
 }
 
@@ -215,13 +217,9 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
    * forced an algorithm or the simple protocol) */
   const size_t llMax = (size_t)ACU_SYMM_LL_BLOCKS * ACU_SYMM_LL_LINES * 8;
   const size_t ll = anycclCudaSymmLLBytes(comm, func);
-  if (ll > 0 && bytes <= ll && bytes <= llMax && comm->forceAlgo < 0 && comm->llThreshold > 0) {
-    /* 256+ lines a block */
-    const size_t lines = (bytes + 7) / 8;
-    size_t blocks = (lines + 255) / 256;
-    c->blocks = blocks > ACU_SYMM_LL_BLOCKS ? ACU_SYMM_LL_BLOCKS : (int)blocks;
+  if (ll > 0 && bytes <= ll && bytes <= llMax && comm->forceAlgo < 0 && comm->llThreshold > 0 &&
+      symmLLBlocks(bytes, 1, 1, 0, c))
     return ANYCCL_SYMM_LL;
-  }
   /* broadcast and reduce a little past that: one-shot in LL128 lines (the
    * root sends or takes n-1 vectors at 120 of 128 bytes); reduce-scatter
    * likewise up to ANYCCL_CUDA_SYMM_LL128_RS (off unless set) */
@@ -229,27 +227,18 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
                          : func == FUNC_REDUCESCATTER ? (size_t)anycclParamInt(PARAM_CUDA_SYMM_LL128_RS)
                                                         : 0;
   if (bytes <= l128one && anycclCudaSymmLL128(comm) && comm->forceAlgo < 0 && comm->llThreshold > 0 &&
-      symmLL128Blocks(bytes, 1, 1, c))
+      symmLLBlocks(bytes, 1, 1, 1, c))
     return ANYCCL_SYMM_LL;
   /* two-shot LL all-reduce, broadcast and reduce (3+ ranks), in LL128 lines
    * where NVLink joins the GPUs: a block's share of each chunk fits its
    * area's lines (the rooted ones keep their two phases in two halves) */
   const size_t ll2 = func == FUNC_ALLREDUCE ? anycclCudaSymmLL2Bytes(comm) : rooted ? anycclCudaSymmLL2RootedBytes(comm, func) : 0;
   if (ll2 > 0 && bytes <= ll2 && comm->forceAlgo < 0 && comm->llThreshold > 0) {
-    if (anycclCudaSymmLL128(comm) && (rooted || bytes >= (size_t)anycclParamInt(PARAM_CUDA_SYMM_LL128_MIN))) {
-      if (symmLL128Blocks(bytes, n, rooted ? 2 : 1, c)) {
-        c->twoShot = 1;
-        return ANYCCL_SYMM_LL;
-      }
-    } else if (!rooted) {
-      const size_t chunk = ((bytes + 7) / 8 + n - 1) / n;
-      size_t blocks = (chunk + 255) / 256;
-      if (blocks > ACU_SYMM_LL_BLOCKS) blocks = ACU_SYMM_LL_BLOCKS;
-      if ((chunk + blocks - 1) / blocks <= ACU_SYMM_LL_LINES) {
-        c->blocks = (int)blocks;
-        c->twoShot = 1;
-        return ANYCCL_SYMM_LL;
-      }
+    /* (rooted: LL128 lines only) */
+    const int l128 = anycclCudaSymmLL128(comm) && (rooted || bytes >= (size_t)anycclParamInt(PARAM_CUDA_SYMM_LL128_MIN));
+    if ((l128 || !rooted) && symmLLBlocks(bytes, n, rooted ? 2 : 1, l128, c)) {
+      c->twoShot = 1;
+      return ANYCCL_SYMM_LL;
     }
   }
   if (rooted || a2a) return ANYCCL_SYMM_NONE;

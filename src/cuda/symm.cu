@@ -425,10 +425,8 @@ __device__ bool llReceiversFree(const acuSymm& a, uint32_t flag, int only) {
   return __syncthreads_and(ok);
 }
 
-/* Reductions: all-reduce and reduce-scatter (every rank stores its lines
- * into every peer's area, reduce-scatter block p to peer p, and adds what
- * arrives), reduce (the others store into the root's area; the root adds).
- * Every rank adds the inputs in rank order, so results are bit-identical. */
+/* All-gather: my lines into every peer's area and my block of the output;
+ * the peers' lines into their blocks. */
 __device__ void llGather(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t le, uint64_t bytes) {
   const int n = a.nranks, r = a.rank;
   if (!llReceiversFree(a, flag, -1)) return;
@@ -484,7 +482,7 @@ __device__ void llAlltoall(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_
 __device__ __forceinline__ uint64_t u64(uint2 v) { return (uint64_t)v.y << 32 | v.x; }
 __device__ __forceinline__ uint2 u2(uint64_t v) { return make_uint2((uint32_t)v, (uint32_t)(v >> 32)); }
 struct ProtoLL {
-  enum { WPL = 1, NW = 1, SLOT = ACU_SYMM_LL_LINES };
+  enum { WPL = 1, NW = 1 };
   static __device__ __forceinline__ uint64_t first() { return threadIdx.x; }
   static __device__ __forceinline__ uint64_t stride() { return blockDim.x; }
   static __device__ __forceinline__ void load(const char* base, uint64_t bytes, uint64_t g, uint64_t* d) {
@@ -510,7 +508,7 @@ __device__ __forceinline__ void ld128(const uint64_t* p, uint64_t& x, uint64_t& 
   asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(x), "=l"(y) : "l"(p) : "memory");
 }
 struct ProtoLL128 {
-  enum { WPL = 15, NW = 2, SLOT = ACU_SYMM_LL128_LINES };
+  enum { WPL = 15, NW = 2 };
   static __device__ __forceinline__ uint64_t first() { return threadIdx.x >> 3; }
   static __device__ __forceinline__ uint64_t stride() { return blockDim.x >> 3; }
   static __device__ __forceinline__ int words() { return (threadIdx.x & 7) == 7 ? 1 : 2; }
@@ -572,8 +570,7 @@ struct Two {
     L = ((bytes + 7) / 8 + Proto::WPL - 1) / Proto::WPL;
     C = (L + n - 1) / n;
     per = (C + gridDim.x - 1) / gridDim.x;
-    ob = per * blockIdx.x < C ? per * blockIdx.x : C;
-    oe = ob + per < C ? ob + per : C;
+    share(C, 1, &ob, &oe);
   }
   __device__ bool has(int q) const { return ob < oe && (uint64_t)q * C + ob < L; } /* chunk q has lines here */
 };
@@ -643,10 +640,8 @@ __device__ void oneBcast(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t 
  * this launch heard from (llAlgo). */
 template <class Proto>
 __device__ bool oneRun(const acuSymm& a, uint32_t flag, uint64_t bytes) {
-  const uint64_t lines = ((bytes + 7) / 8 + Proto::WPL - 1) / Proto::WPL;
-  const uint64_t per = (lines + gridDim.x - 1) / gridDim.x;
-  const uint64_t lb = per * blockIdx.x < lines ? per * blockIdx.x : lines;
-  const uint64_t le = lb + per < lines ? lb + per : lines;
+  uint64_t lb, le;
+  share(((bytes + 7) / 8 + Proto::WPL - 1) / Proto::WPL, 1, &lb, &le);
   bool heard = lb < le; /* a line from every peer */
   switch (a.algo) {
     case ACU_SYMM_LL_AG:

@@ -83,18 +83,12 @@ static int progressSend(struct anycclProxyService* s, struct portConn* c, ncclRe
           c->sbatch[b][k - 1].type |= PORT_MSG_INLINE;
           memcpy(&c->sbatch[b][k], last->data, last->msg.size);
           len += last->msg.size;
-          last->inl = 1;
         }
         hdr = c->sbatch[b];
       }
-      if ((*err = net->isend(c->sendComm, (void*)hdr, len, 0, NULL, &e->hreq)) != ncclSuccess) {
-        last->inl = 0;
-        return moved;
-      }
-      if (e->hreq == NULL) {
-        last->inl = 0;
-        break;
-      }
+      if ((*err = net->isend(c->sendComm, (void*)hdr, len, 0, NULL, &e->hreq)) != ncclSuccess) return moved;
+      if (e->hreq == NULL) break;
+      if (b >= 0 && inl) last->inl = 1; /* its data went with the headers */
       e->state = 1;
       e->batch = b;
       if (b >= 0) c->sbatchBusy[b] = 1;
