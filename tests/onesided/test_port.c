@@ -614,7 +614,10 @@ static int caseDirect(struct ctx* c) {
     }
   }
   if (c->rank == 0) {
-    EXPECT(getHead(&p) >= 2 + N / 4 * 3, "%llu triggers: fewer than the big puts need", (unsigned long long)getHead(&p));
+    /* every big put goes through the FIFO (it is over directMax); the small
+     * put behind it in a kind-0 round goes direct when the proxy has already
+     * finished the big one, so it counts for nothing here */
+    EXPECT(getHead(&p) >= 2 + N / 2, "%llu triggers: fewer than the big puts need", (unsigned long long)getHead(&p));
     EXPECT(getHead(&p) > 8 * 10, "the FIFO of 8 wrapped only %llu times", (unsigned long long)getHead(&p) / 8);
   }
   /* exactly once: every signal was waited for, none is left over */
