@@ -2,7 +2,8 @@
 # tests/gpu/sass_compare.sh -- compare the machine code of one kernel in two
 # builds (for instance nccl-tests' device-API kernels built against anyccl's
 # headers and against NVIDIA's): per build, the kernel's register count and
-# a histogram of its SASS opcodes, side by side, largest differences first.
+# a histogram of its SASS opcodes, side by side, largest differences first,
+# then each loop's critical path in load latencies (sass_loops.py).
 #
 #   sass_compare.sh <binary A> <binary B> <kernel name pattern> [arch]
 #
@@ -10,8 +11,8 @@
 # function names cuobjdump prints (the first match in each binary is taken;
 # `cuobjdump -sass <binary> | grep Function` lists them). arch defaults to
 # sm_90. Needs cuobjdump (CUDA toolkit; on the GPU hosts in
-# /usr/local/cuda*/bin). Writes the two listings to $OUT (default: a
-# temporary directory) as A.sass and B.sass.
+# /usr/local/cuda*/bin); binaries or cubins (nvcc -cubin) alike. Writes the
+# two listings to $OUT (default: a temporary directory) as A.sass and B.sass.
 set -u
 [ $# -ge 3 ] || { sed -n '2,15p' "$0"; exit 2; }
 A=$1 B=$2 PAT=$3 ARCH=${4:-sm_90}
@@ -51,3 +52,5 @@ join -a1 -a2 -e0 -o 0,1.2,2.2 "$OUT/A.hist" "$OUT/B.hist" |
        END { printf "%-10s %6d %6d %6d\n", "total", ta, tb, tb - ta }' |
   sort -k4,4nr -k1,1 | awk 'NR == 1 || $4 != 0 || $1 == "total"' | head -40
 echo "listings: $OUT/A.sass $OUT/B.sass"
+# the load latencies one pass of each loop waits for (sass_loops.py)
+command -v python3 >/dev/null && python3 "$(dirname "$0")/sass_loops.py" "$OUT/A.sass" "$OUT/B.sass"
