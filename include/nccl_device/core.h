@@ -69,11 +69,12 @@ typedef struct ncclLLA2AHandle {
 
 /* The device side of a window (device memory, read-only once made). */
 struct ncclWindow_vidmem {
+  char* lsaBase[ANYCCL_DEV_MAX_LSA];  /* the window on each LSA peer, mapped here (first: the address of
+                                         peer p's entry is the handle plus 8 p) */
   char* localBase;                    /* == lsaBase[lsaRank] */
   size_t size;
   int lsaRank, lsaSize, worldRank, winFlags;
   void* winHost;                      /* the library's record */
-  char* lsaBase[ANYCCL_DEV_MAX_LSA];  /* the window on each LSA peer, mapped here */
   int ginMem;                         /* its memory in the communicator's GIN proxy (the same id on every
                                          rank), -1: none (GIN puts into it reach LSA peers only) */
   int pad;
@@ -291,8 +292,16 @@ enum { ANYCCL_DEV_ERR_TIMEOUT = 16, ANYCCL_DEV_ERR_UNREACHABLE = 17 };
 
 /* ---- windows and pointers (device) --------------------------------------- */
 #if defined(__CUDACC__)
+/* The table does not change while a kernel can use the window, so its
+ * load is a pure function of the address (no volatile, no memory clobber:
+ * the compiler may merge and move it) and an ordinary cached load rather
+ * than a read-only-path one, which ptxas schedules with a longer latency:
+ * in nccl-tests' device kernels that difference alone decides how many of
+ * a thread's peer loads are in flight at once (tests/gpu/sass_loops.py). */
 NCCL_DEVICE_INLINE char* anycclWinLsaBase(ncclWindow_t w, int lsaPeer) {
-  return (char*)__ldg((const unsigned long long*)&w->lsaBase[lsaPeer]);
+  unsigned long long p;
+  asm("ld.global.ca.u64 %0, [%1];" : "=l"(p) : "l"(&w->lsaBase[lsaPeer]));
+  return (char*)p;
 }
 NCCL_DEVICE_INLINE void* ncclGetLocalPointer(ncclWindow_t w, size_t offset) {
   return (char*)__ldg((const unsigned long long*)&w->localBase) + offset;
@@ -345,18 +354,25 @@ NCCL_DEVICE_INLINE uint64_t anycclDevNow() {
 NCCL_DEVICE_INLINE void anycclDevReport(ncclDevComm const& c, uint32_t err) {
   if (c.abortFlag) atomicCAS((unsigned int*)c.abortFlag + 1, 0u, err);
 }
-/* Called now and then by a spinning thread: true when it must stop waiting
- * (abort, an earlier failure, or ANYCCL_DEV_TIMEOUT passed since *t0). */
-NCCL_DEVICE_INLINE bool anycclDevGiveUp(ncclDevComm const& c, uint64_t* t0) {
-  if (c.abortFlag && *c.abortFlag) return true;
-  if (c.abortFlag && c.abortFlag[1]) return true;
-  uint64_t now = anycclDevNow();
-  if (*t0 == 0) *t0 = now;
-  else if (c.timeoutNs && now - *t0 > c.timeoutNs) {
-    anycclDevReport(c, ANYCCL_DEV_ERR_TIMEOUT);
-    return true;
+/* The cold half of every bounded wait, out of line so that the loops that
+ * spin stay small: called every 1024 polls with the time the wait began (0
+ * on the first call); returns it, or 0 when the wait must stop (abort, an
+ * earlier failure, or timeoutNs passed: a timeout is reported). */
+inline __device__ __noinline__ uint64_t anycclDevWaitCheck(volatile uint32_t* flag, uint64_t timeoutNs, uint64_t t0) {
+  if (flag && (flag[0] || flag[1])) return 0;
+  uint64_t now = anycclDevNow() | 1; /* never 0 */
+  if (t0 == 0) return now;
+  if (timeoutNs && now - t0 > timeoutNs) {
+    if (flag) atomicCAS((unsigned int*)flag + 1, 0u, (unsigned int)ANYCCL_DEV_ERR_TIMEOUT);
+    return 0;
   }
-  return false;
+  return t0;
+}
+/* Called now and then by a spinning thread: true when it must stop waiting
+ * (*t0: 0 before the first call). */
+NCCL_DEVICE_INLINE bool anycclDevGiveUp(ncclDevComm const& c, uint64_t* t0) {
+  *t0 = anycclDevWaitCheck(c.abortFlag, c.timeoutNs, *t0);
+  return *t0 == 0;
 }
 /* Wait until `least` is rolling-less-or-equal to *p (bits wide). */
 template <typename T>
@@ -365,6 +381,7 @@ NCCL_DEVICE_INLINE T anycclDevWaitAtLeast(ncclDevComm const& c, T* p, T least, i
   cuda::atomic_ref<T, cuda::thread_scope_system> ref(*p);
   T m = bits >= (int)(8 * sizeof(T)) ? T(-1) : (T(1) << bits) - 1;
   uint64_t t0 = 0;
+#pragma unroll 1
   for (uint32_t spins = 0;; spins++) {
     T v = ref.load(order);
     if ((T)((v - least) & m) <= (m >> 1)) return v & m;

@@ -182,7 +182,8 @@ static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, in
   if (res != ncclSuccess) goto fail;
   w->magic = WIN_MAGIC;
   w->comm = comm;
-  w->rec = (struct ncclWindow_vidmem){buff, size, lsaRank, lsaSize, comm->rank, flags, w, {0}, ginMem, 0};
+  w->rec = (struct ncclWindow_vidmem){.localBase = buff, .size = size, .lsaRank = lsaRank, .lsaSize = lsaSize,
+                                      .worldRank = comm->rank, .winFlags = flags, .winHost = w, .ginMem = ginMem};
   ginMem = -1; /* w owns it */
   for (int i = 0; i < lsaSize; i++) {
     int q = comm->rank - lsaRank + i;

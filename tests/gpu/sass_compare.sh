@@ -52,5 +52,7 @@ join -a1 -a2 -e0 -o 0,1.2,2.2 "$OUT/A.hist" "$OUT/B.hist" |
        END { printf "%-10s %6d %6d %6d\n", "total", ta, tb, tb - ta }' |
   sort -k4,4nr -k1,1 | awk 'NR == 1 || $4 != 0 || $1 == "total"' | head -40
 echo "listings: $OUT/A.sass $OUT/B.sass"
-# the load latencies one pass of each loop waits for (sass_loops.py)
-command -v python3 >/dev/null && python3 "$(dirname "$0")/sass_loops.py" "$OUT/A.sass" "$OUT/B.sass"
+# the load latencies one pass of each loop waits for (sass_loops.py; 64-bit
+# loads count as pointer-table reads unless SASS_LOOPS_OPTS says otherwise:
+# set it empty for kernels that load 8-byte data)
+command -v python3 >/dev/null && python3 "$(dirname "$0")/sass_loops.py" ${SASS_LOOPS_OPTS---cheap64} "$OUT/A.sass" "$OUT/B.sass"

@@ -2,7 +2,7 @@
 """tests/gpu/sass_loops.py -- how many load latencies one pass of each loop
 of a kernel waits for, read from its SASS (no GPU needed).
 
-    sass_loops.py <listing.sass> [more listings]
+    sass_loops.py [--cheap64] <listing.sass> [more listings]
 
 A listing is one function as `cuobjdump -sass` prints it (sass_compare.sh
 writes A.sass and B.sass). For every innermost loop (a backward branch
@@ -11,7 +11,8 @@ pass are issued in program order; an instruction waits for the loads whose
 registers it reads. A load that is not marked .CONSTANT counts one latency
 (on the device-API kernels: a load from a peer over NVLink, about a
 microsecond); a .CONSTANT load (ld.global.nc, such as a window's pointer
-table) counts 0.05. Printed per loop: its address range, its loads, and the
+table) counts 0.05, and so does every 64-bit load with --cheap64 (pointer
+tables read with plain loads; wrong for kernels that load 8-byte data). Printed per loop: its address range, its loads, and the
 critical path of one pass in those units. When a loop runs in one warp (a
 small message), its time is about that path times the pass count, so two
 builds of one kernel compare by it.
@@ -57,6 +58,13 @@ def loops(ins):
     return sorted(set(inner))
 
 
+CHEAP64 = False
+
+
+def cheap(op):
+    return "CONSTANT" in op or (CHEAP64 and ".64" in op and ".128" not in op)
+
+
 def critical(body):
     ready, now, nloads = {}, 0.0, 0
     for _, _, op, ops in body:
@@ -75,7 +83,7 @@ def critical(body):
                 srcs |= regs_of(o)
         now = max([now] + [ready.get(r, 0.0) for r in srcs])
         if is_load:
-            lat = 0.05 if "CONSTANT" in op else 1.0
+            lat = 0.05 if cheap(op) else 1.0
             nloads += lat == 1.0
             for r in dst:
                 ready[r] = now + lat
@@ -86,10 +94,14 @@ def critical(body):
 
 
 def main():
-    if len(sys.argv) < 2:
+    global CHEAP64
+    args = sys.argv[1:]
+    if args and args[0] == "--cheap64":
+        CHEAP64, args = True, args[1:]
+    if not args:
         print(__doc__.strip().split("\n\n")[1])
         return 2
-    for path in sys.argv[1:]:
+    for path in args:
         ins = parse(path)
         print(f"{path}: {len(ins)} instructions")
         for t, a in loops(ins):
