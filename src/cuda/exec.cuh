@@ -489,17 +489,6 @@ static __device__ __forceinline__ void llWrite(uint4* p, uint2 d, uint32_t flag,
   asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(d.x), "r"(flag), "r"(d.y), "r"(flag2)
                : "memory");
 }
-/* 8 bytes (or the `len` < 8 left) from memory, any alignment. */
-static __device__ __forceinline__ uint2 ld8(const char* p, int len) {
-  uint2 v = make_uint2(0, 0);
-  if (len == 8 && ((uintptr_t)p & 7) == 0) return *(const uint2*)p;
-  memcpy(&v, p, len);
-  return v;
-}
-static __device__ __forceinline__ void st8(char* p, uint2 v, int len) {
-  if (len == 8 && ((uintptr_t)p & 7) == 0) *(uint2*)p = v;
-  else memcpy(p, &v, len);
-}
 
 /* The block runs the fused steps of `run` (in shared memory). */
 template <int TY, int OP>

@@ -343,16 +343,6 @@ template <> struct P<T_BF16> : P16<V<T_BF16>> {};
 __device__ __forceinline__ int lineLen(uint64_t bytes, uint64_t i) {
   return bytes - i * 8 < 8 ? (int)(bytes - i * 8) : 8;
 }
-__device__ __forceinline__ uint2 ld8(const char* p, int len) {
-  uint2 v = make_uint2(0, 0);
-  if (len == 8 && ((uintptr_t)p & 7) == 0) return *(const uint2*)p;
-  memcpy(&v, p, len);
-  return v;
-}
-__device__ __forceinline__ void st8(char* p, uint2 v, int len) {
-  if (len == 8 && ((uintptr_t)p & 7) == 0) *(uint2*)p = v;
-  else memcpy(p, &v, len);
-}
 /* Line `i` of block b's area for (parity, source) in `owner`'s segment. */
 __device__ __forceinline__ uint4* llLine(const acuSymm& a, int owner, uint32_t flag, int src, uint64_t i) {
   uint4* base = (uint4*)((char*)a.pads[owner] + ACU_SYMM_PAD_BYTES);
@@ -515,12 +505,14 @@ struct ProtoLL128 {
   /* my words of line g: 15 g + 2 (my place in the group) */
   static __device__ __forceinline__ void load(const char* base, uint64_t bytes, uint64_t g, uint64_t* d) {
     const uint64_t w = 15 * g + 2 * (threadIdx.x & 7);
+#pragma unroll
     for (int i = 0; i < 2; i++) d[i] = i < words() && (w + i) * 8 < bytes ? u64(ld8(base + (w + i) * 8, lineLen(bytes, w + i))) : 0;
   }
   static __device__ __forceinline__ void store(char* base, uint64_t bytes, uint64_t g, const uint64_t* d) {
     const uint64_t w = 15 * g + 2 * (threadIdx.x & 7);
-    for (int i = 0; i < words(); i++)
-      if ((w + i) * 8 < bytes) st8(base + (w + i) * 8, u2(d[i]), lineLen(bytes, w + i));
+#pragma unroll
+    for (int i = 0; i < 2; i++) /* a fixed count: d stays in registers */
+      if (i < words() && (w + i) * 8 < bytes) st8(base + (w + i) * 8, u2(d[i]), lineLen(bytes, w + i));
   }
   static __device__ __forceinline__ uint64_t* line(const acuSymm& a, int owner, uint32_t flag, int src, uint64_t k) {
     /* a line must not straddle a 128-byte boundary (the area starts 64 bytes past one) */

@@ -1,7 +1,8 @@
-/* Device-side waiting shared by the kernels (exec.cu, symm.cu): memory
- * accesses at system scope, the bound every wait checks, and the op-word
- * comparison that finds mismatched collectives (cuda_exec.h). Header-only:
- * each translation unit keeps its own copy (no relocatable device code). */
+/* Device-side helpers shared by the kernels (exec.cu, symm.cu): memory
+ * accesses at system scope, the bound every wait checks, the op-word
+ * comparison that finds mismatched collectives (cuda_exec.h), and 8-byte
+ * words at any alignment. Header-only: each translation unit keeps its own
+ * copy (no relocatable device code). */
 #ifndef ANYCCL_CUDA_WAIT_CUH
 #define ANYCCL_CUDA_WAIT_CUH
 
@@ -15,6 +16,28 @@ static __device__ __forceinline__ uint64_t ldAcquire(const uint64_t* p) {
 }
 static __device__ __forceinline__ void stVolatile(uint64_t* p, uint64_t v) {
   asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+/* 8 bytes (or the `len` < 8 left) at any alignment. A partial or unaligned
+ * word goes byte by byte, assembled in registers: a memcpy of a variable
+ * length would put the word in local memory, and with it every array its
+ * callers index. */
+static __device__ __forceinline__ uint2 ld8(const char* p, int len) {
+  if (len == 8 && ((uintptr_t)p & 7) == 0) return *(const uint2*)p;
+  uint64_t v = 0;
+#pragma unroll
+  for (int k = 0; k < 8; k++)
+    if (k < len) v |= (uint64_t)(unsigned char)p[k] << (8 * k);
+  return make_uint2((uint32_t)v, (uint32_t)(v >> 32));
+}
+static __device__ __forceinline__ void st8(char* p, uint2 v, int len) {
+  if (len == 8 && ((uintptr_t)p & 7) == 0) {
+    *(uint2*)p = v;
+    return;
+  }
+  const uint64_t x = (uint64_t)v.y << 32 | v.x;
+#pragma unroll
+  for (int k = 0; k < 8; k++)
+    if (k < len) p[k] = (char)(x >> (8 * k));
 }
 static __device__ __forceinline__ uint64_t ldRelaxed(const uint64_t* p) {
   uint64_t v;
