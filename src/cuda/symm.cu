@@ -155,8 +155,11 @@ __device__ __forceinline__ void reduceOne(const acuSymm& a, uint64_t inOff, uint
   for (int q = all ? 0 : a.rank; q < (all ? a.nranks : a.rank + 1); q++) ((E*)a.out[q])[outOff + k] = V<TY>::st(s);
 }
 
-/* Elements [beg, end) (beg a whole vector's start when a.vec). */
-template <int TY>
+/* Elements [beg, end) (beg a whole vector's start when a.vec), for up to NR
+ * ranks: the loads in flight take U x NR vectors of registers, and at
+ * NR = ACU_SYMM_MAX_RANKS they no longer fit beside the rest (spills), so 2-4
+ * ranks get a copy sized for 4. */
+template <int TY, int NR>
 __device__ void reduceRange(const acuSymm& a, uint64_t inOff, uint64_t outOff, uint64_t beg, uint64_t end, bool all) {
   typedef V<TY> W;
   typedef typename W::E E;
@@ -165,15 +168,15 @@ __device__ void reduceRange(const acuSymm& a, uint64_t inOff, uint64_t outOff, u
   uint64_t tail = beg;
   if (a.vec) {
     const uint64_t vb = beg / W::N, ve = end / W::N;
-    const uint4* in[ACU_SYMM_MAX_RANKS];
+    const uint4* in[NR];
 #pragma unroll
-    for (int q = 0; q < ACU_SYMM_MAX_RANKS; q++) in[q] = q < n ? (const uint4*)((const E*)a.in[q] + inOff) : nullptr;
+    for (int q = 0; q < NR; q++) in[q] = q < n ? (const uint4*)((const E*)a.in[q] + inOff) : nullptr;
     for (uint64_t v = vb + threadIdx.x; v < ve; v += (uint64_t)blockDim.x * U) {
-      uint4 x[U][ACU_SYMM_MAX_RANKS];
+      uint4 x[U][NR];
 #pragma unroll
       for (int u = 0; u < U; u++)
 #pragma unroll
-        for (int q = 0; q < ACU_SYMM_MAX_RANKS; q++)
+        for (int q = 0; q < NR; q++)
           if (q < n && v + (uint64_t)u * blockDim.x < ve) x[u][q] = __ldcg(in[q] + v + (uint64_t)u * blockDim.x);
 #pragma unroll
       for (int u = 0; u < U; u++) {
@@ -181,11 +184,11 @@ __device__ void reduceRange(const acuSymm& a, uint64_t inOff, uint64_t outOff, u
         if (j >= ve) continue;
         float acc[8];
 #pragma unroll
-        for (int q = 0; q < ACU_SYMM_MAX_RANKS; q++)
+        for (int q = 0; q < NR; q++)
           if (q < n) W::add(acc, x[u][q], q == 0);
         const uint4 r = W::pack(acc);
 #pragma unroll
-        for (int q = 0; q < ACU_SYMM_MAX_RANKS; q++)
+        for (int q = 0; q < NR; q++)
           if (q < n && (all || q == a.rank)) ((uint4*)((E*)a.out[q] + outOff))[j] = r;
       }
     }
@@ -261,20 +264,27 @@ __device__ void stagedGather(const acuSymm& a) {
 }
 
 template <int TY>
+__device__ __forceinline__ void reduceRangeN(const acuSymm& a, uint64_t inOff, uint64_t outOff, uint64_t beg,
+                                             uint64_t end, bool all) {
+  if (a.nranks <= 4) reduceRange<TY, 4>(a, inOff, outOff, beg, end, all);
+  else reduceRange<TY, ACU_SYMM_MAX_RANKS>(a, inOff, outOff, beg, end, all);
+}
+
+template <int TY>
 __device__ void reduceAlgo(const acuSymm& a) {
   uint64_t beg, end;
   const uint64_t al = a.vec ? V<TY>::N : 1;
   if (a.algo == ACU_SYMM_AR1) {
     share(a.count, al, &beg, &end);
-    reduceRange<TY>(a, 0, 0, beg, end, false);
+    reduceRangeN<TY>(a, 0, 0, beg, end, false);
   } else if (a.algo == ACU_SYMM_AR2 || a.algo == ACU_SYMM_ST_AR) {
     const uint64_t c0 = a.chunk * a.rank < a.count ? a.chunk * a.rank : a.count;
     const uint64_t c1 = c0 + a.chunk < a.count ? c0 + a.chunk : a.count;
     share(c1 - c0, al, &beg, &end);
-    reduceRange<TY>(a, c0, c0, beg, end, true);
+    reduceRangeN<TY>(a, c0, c0, beg, end, true);
   } else { /* reduce-scatter (ST_RS: out[rank] is my own output): my block of every input into my output */
     share(a.count, al, &beg, &end);
-    reduceRange<TY>(a, a.count * a.rank, 0, beg, end, false);
+    reduceRangeN<TY>(a, a.count * a.rank, 0, beg, end, false);
   }
 }
 
