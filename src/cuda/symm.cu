@@ -599,17 +599,28 @@ __device__ void oneReduce(const acuSymm& a, uint32_t flag, uint64_t lb, uint64_t
   if (!(red && r == a.root) && !llReceiversFree(a, flag, red ? a.root : -1)) return;
   const char* in = a.in[r];
   for (uint64_t i = lb + Proto::first(); i < le; i += Proto::stride()) {
-    uint64_t d[Proto::NW];
+    /* my own line, loaded once: all-reduce and reduce send it to every
+     * peer (a put's memory clobber would make each peer's copy a new
+     * load), reduce-scatter adds it (its peers get their own blocks) */
+    uint64_t d[Proto::NW], mine[Proto::NW];
+    Proto::load(in + (rs ? bytes * r : 0), bytes, i, mine);
     for (int p = 0; p < n; p++)
       if (p != r && (!red || p == a.root)) {
-        Proto::load(in + (rs ? bytes * p : 0), bytes, i, d);
-        Proto::put(a, p, flag, r, i - lb, d);
+        if (rs) {
+          Proto::load(in + bytes * p, bytes, i, d);
+          Proto::put(a, p, flag, r, i - lb, d);
+        } else {
+          Proto::put(a, p, flag, r, i - lb, mine);
+        }
       }
     if (red && r != a.root) continue;
     float acc[Proto::NW][4];
     for (int q = 0; q < n; q++) {
-      if (q == r) Proto::load(in + (rs ? bytes * r : 0), bytes, i, d);
-      else if (!Proto::get(a, flag, q, i - lb, d)) return;
+      if (q == r) {
+        addWords<TY, Proto>(acc, mine, q == 0);
+        continue;
+      }
+      if (!Proto::get(a, flag, q, i - lb, d)) return;
       addWords<TY, Proto>(acc, d, q == 0);
     }
     packWords<TY, Proto>(acc, d);
