@@ -156,14 +156,14 @@ __device__ __forceinline__ void reduceOne(const acuSymm& a, uint64_t inOff, uint
 }
 
 /* Elements [beg, end) (beg a whole vector's start when a.vec), for up to NR
- * ranks: the loads in flight take U x NR vectors of registers, and at
- * NR = ACU_SYMM_MAX_RANKS they no longer fit beside the rest (spills), so 2-4
- * ranks get a copy sized for 4. */
+ * ranks: the loads in flight take U x NR vectors of registers, 8 of them
+ * a thread (2 rounds of 4 ranks, 1 of 8): more no longer fit beside the
+ * rest (spills), so 2-4 ranks get a copy sized for 4. */
 template <int TY, int NR>
 __device__ void reduceRange(const acuSymm& a, uint64_t inOff, uint64_t outOff, uint64_t beg, uint64_t end, bool all) {
   typedef V<TY> W;
   typedef typename W::E E;
-  constexpr int U = 2;
+  constexpr int U = NR <= 4 ? 2 : 1;
   const int n = a.nranks;
   uint64_t tail = beg;
   if (a.vec) {
