@@ -615,7 +615,7 @@ static __device__ __forceinline__ bool notPoisoned(uint64_t x, const acuPhase* h
  * ends have no LL area). */
 static __device__ bool llPosted(const acuConn* c, uint64_t st) {
   if (c->net) return false;
-  const uint32_t* line = (const uint32_t*)(c->llbuf + (st % c->nslots) * (uint64_t)c->llSlotBytes);
+  const uint32_t* line = (const uint32_t*)(c->llbuf + acuRem(st, c->nslots) * (uint64_t)c->llSlotBytes);
   return *(volatile const uint32_t*)(line + 1) == (uint32_t)(st + 1);
 }
 
@@ -712,7 +712,7 @@ static __device__ bool stepWait(const acuPhase* h, acuConn* rc, uint64_t rstep, 
       ok = waitAtLeast(rc->tail, rstep + 1, h, rc->peer, true, rc, true, rstep);
       if (ok) {
         /* the size word: bytes | the sender's operation tag << 32 */
-        uint64_t got = *(volatile uint64_t*)&rc->sizes[rstep % rc->nslots];
+        uint64_t got = *(volatile uint64_t*)&rc->sizes[acuRem(rstep, rc->nslots)];
         if (got != (bytes | (uint64_t)tag << 32)) {
           if ((uint32_t)(got >> 32) == ACU_TAG_POISON) acuFail(h, ACU_ERR_POISONED, rc->peer, 0, 0);
           else if ((uint32_t)got != bytes) acuFail(h, ACU_ERR_SIZE, rc->peer, bytes, (uint32_t)got);
@@ -742,7 +742,7 @@ static __device__ void stepPost(const acuPhase* h, acuConn* rc, uint64_t rstep, 
                                 uint64_t bytes, uint32_t tag) {
   __syncthreads();
   if (threadIdx.x == 0 && sc) {
-    stVolatile(&sc->sizes[sstep % sc->nslots], bytes | (uint64_t)tag << 32);
+    stVolatile(&sc->sizes[acuRem(sstep, sc->nslots)], bytes | (uint64_t)tag << 32);
     fenceRelease(h);
     stVolatile(sc->tail, sstep + 1);
   } else if (threadIdx.x == 32 && rc) {
@@ -790,7 +790,7 @@ static __device__ void poisonConn(const acuPhase* h, const acuConn* c, uint64_t 
     return;
   }
   if (!send || ldRelaxed(c->head) + c->nslots < step + 1) return;
-  stVolatile(&c->sizes[step % c->nslots], (uint64_t)ACU_TAG_POISON << 32);
+  stVolatile(&c->sizes[acuRem(step, c->nslots)], (uint64_t)ACU_TAG_POISON << 32);
   fenceRelease(h);
   stVolatile(c->tail, step + 1);
 }
@@ -811,7 +811,7 @@ static __device__ void poisonLane(const Blob& B, const acuLane* l, const acuConn
 
 /* The lines of LL slot `st` of a connection. */
 static __device__ __forceinline__ char* llSlot(const acuConn* c, uint64_t st) {
-  return c->llbuf + (st % c->nslots) * (uint64_t)c->llSlotBytes;
+  return c->llbuf + acuRem(st, c->nslots) * (uint64_t)c->llSlotBytes;
 }
 
 /* One slice of an LL lane: its steps in fused runs (a run ends where a
@@ -954,11 +954,11 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
         return;
       }
       tmark(h, i, ACU_T_WAITED);
-      const char* in0 = rc ? rc->buf + (rstep % rc->nslots) * (uint64_t)rc->slotBytes
+      const char* in0 = rc ? rc->buf + acuRem(rstep, rc->nslots) * (uint64_t)rc->slotBytes
                            : bufPtr(h, l, s->in0, s, pos, scratch);
       const char* in1 = s->in1 != BUF_NONE ? bufPtr(h, l, s->in1, s, pos, scratch) : nullptr;
       char* out0 = s->out != BUF_NONE ? bufPtr(h, l, s->out, s, pos, scratch) : nullptr;
-      char* out1 = sc ? sc->buf + (sstep % sc->nslots) * (uint64_t)sc->slotBytes : nullptr;
+      char* out1 = sc ? sc->buf + acuRem(sstep, sc->nslots) * (uint64_t)sc->slotBytes : nullptr;
       bool pm0 = false, pm1 = false, pd = false;
       if (h->reduce && h->op == OP_PREMULSUM) {
         pm0 = !rc && s->in0 == BUF_IN;
@@ -1023,7 +1023,7 @@ static __device__ void p2pLane(const Blob& B, const acuLane* l) {
     const uint32_t tag = ACU_TAG_P2P | (uint32_t)(op->bytes >> 40); /* the whole send's size, hashed */
     for (uint64_t sub = 0; sub < opBytes; sub += chunk) {
       uint64_t n = opBytes - sub < chunk ? opBytes - sub : chunk;
-      char* slot = l->ll ? llSlot(c, step) : c->buf + (step % c->nslots) * (uint64_t)c->slotBytes;
+      char* slot = l->ll ? llSlot(c, step) : c->buf + acuRem(step, c->nslots) * (uint64_t)c->slotBytes;
       if (l->ll) {
         if (threadIdx.x == 0) {
           LLStep& d = sRun.s[0];

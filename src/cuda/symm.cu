@@ -140,7 +140,7 @@ __device__ bool barrier(const acuSymm& a, uint64_t e, bool release, bool check =
 /* The block's share [beg, end) of `total` units; shares start at multiples
  * of `al` (a vector's elements), so that only the last may end mid-vector. */
 __device__ __forceinline__ void share(uint64_t total, uint64_t al, uint64_t* beg, uint64_t* end) {
-  const uint64_t per = ((total + gridDim.x - 1) / gridDim.x + al - 1) / al * al;
+  const uint64_t per = acuDiv(acuDiv(total + gridDim.x - 1, gridDim.x) + al - 1, al) * al;
   *beg = per * blockIdx.x < total ? per * blockIdx.x : total;
   *end = *beg + per < total ? *beg + per : total;
 }
@@ -570,8 +570,8 @@ struct Two {
   uint64_t L, C, per, ob, oe;
   __device__ Two(uint64_t bytes, int n) {
     L = ((bytes + 7) / 8 + Proto::WPL - 1) / Proto::WPL;
-    C = (L + n - 1) / n;
-    per = (C + gridDim.x - 1) / gridDim.x;
+    C = acuDiv(L + n - 1, n);
+    per = acuDiv(C + gridDim.x - 1, gridDim.x);
     share(C, 1, &ob, &oe);
   }
   __device__ bool has(int q) const { return ob < oe && (uint64_t)q * C + ob < L; } /* chunk q has lines here */
@@ -970,11 +970,11 @@ __global__ void __launch_bounds__(ACU_THREADS, 1) p2pKernel(const __grid_constan
   }
   __syncthreads();
   if (o.kind == ACU_P2P_OP_COPY) {
-    const uint64_t per = ((o.bytes + o.nb - 1) / o.nb + 15) / 16 * 16;
+    const uint64_t per = (acuDiv((uint64_t)o.bytes + o.nb - 1, o.nb) + 15) / 16 * 16;
     const uint64_t beg = per * k < o.bytes ? per * k : o.bytes, end = beg + per < o.bytes ? beg + per : o.bytes;
     copyBytes((char*)o.dst, (const char*)o.src, beg, end);
   } else {
-    const uint64_t lines = (o.bytes + 7) / 8, per = (lines + o.nb - 1) / o.nb;
+    const uint64_t lines = ((uint64_t)o.bytes + 7) / 8, per = acuDiv(lines + o.nb - 1, o.nb);
     const uint64_t lb = per * k < lines ? per * k : lines, le = lb + per < lines ? lb + per : lines;
     if (o.kind == ACU_P2P_OP_SEND) p2pSend(a, o, sUse, lb, le);
     else p2pRecv(a, o, sUse, lb, le);

@@ -17,6 +17,16 @@ static __device__ __forceinline__ uint64_t ldAcquire(const uint64_t* p) {
 static __device__ __forceinline__ void stVolatile(uint64_t* p, uint64_t v) {
   asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+/* a / b and a % b for counts and steps: 32-bit arithmetic (inline) when
+ * both fit, which they do but for the largest buffers and the longest-lived
+ * FIFOs; 64-bit division is a called routine of about a hundred
+ * instructions, once per block setup and once per FIFO step otherwise. */
+static __device__ __forceinline__ uint64_t acuDiv(uint64_t a, uint64_t b) {
+  return ((a | b) >> 32) == 0 ? (uint64_t)((uint32_t)a / (uint32_t)b) : a / b;
+}
+static __device__ __forceinline__ uint64_t acuRem(uint64_t a, uint64_t b) {
+  return ((a | b) >> 32) == 0 ? (uint64_t)((uint32_t)a % (uint32_t)b) : a % b;
+}
 /* 8 bytes (or the `len` < 8 left) at any alignment. A partial or unaligned
  * word goes byte by byte, assembled in registers: a memcpy of a variable
  * length would put the word in local memory, and with it every array its
