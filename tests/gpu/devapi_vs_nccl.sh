@@ -53,7 +53,9 @@ t = collections.defaultdict(lambda: collections.defaultdict(list))
 bad = []
 for l in open(sys.argv[1]):
     p = l.split()
-    if len(p) >= 4 and p[0] == "sweep" and p[3] == "FAILED":
+    if len(p) >= 4 and p[0] == "sweep" and (p[3] == "FAILED" or p[3] == "missing"):
+        bad.append(l.strip())
+    if "Out of bounds values" in l and "0 OK" not in l:
         bad.append(l.strip())
     if len(p) == 7 and p[0] == "sweep" and p[3].isdigit():
         lib, g, d = p[2].split(".")
