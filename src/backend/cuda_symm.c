@@ -130,7 +130,7 @@ size_t anycclCudaSymmLLBytes(const struct ncclComm* comm, int func) {
    * GPUs 256 KB 10.3 as lines; 512 KB 18.0, 16.1; 1 MB 32.4, 22.4) */
   if (func == FUNC_ALLTOALL)
     return anycclParamIsSet(PARAM_CUDA_SYMM_A2A) ? (size_t)v : (size_t)(n <= 2 ? v : n == 3 ? v / 2 : v / 4);
-  if (func == FUNC_ALLGATHER || anycclParamIsSet(PARAM_CUDA_SYMM_LL)) return (size_t)v;
+  if (anycclParamIsSet(PARAM_CUDA_SYMM_LL)) return (size_t)v;
   if (func == FUNC_BROADCAST) return (size_t)(v / (n - 1));
   /* reduce on 3+ ranks with LL128 lines: those take over from 1/n of the
    * default (4 H100s, -G 10: 512 KB 6.4 us in LL128 lines, 9.3 in LL) */
@@ -141,6 +141,8 @@ size_t anycclCudaSymmLLBytes(const struct ncclComm* comm, int func) {
    * one-shot 10.1-10.5; 3 GPUs: one-shot 9.7 us at 384 KB, two-shot 12.3 at
    * 768 KB) */
   if (func == FUNC_ALLREDUCE && n >= 3 && n <= 4 && anycclCudaSymmLL2Bytes(comm) > 0) return (size_t)(n == 3 ? v / 2 : v / 8);
+  /* (all-gather too: on 4 H100s, -G 10, 1 MB a rank took 25.2-25.5 us in
+   * LL lines against the mesh's 21.8-22.0; 512 KB 15.7 both) */
   return (size_t)(v * 2 / n);
 }
 
@@ -242,7 +244,10 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
     }
   }
   if (rooted || a2a) return ANYCCL_SYMM_NONE;
-  if (most <= anycclCudaStageBytes(comm) && comm->forceAlgo < 0) return ANYCCL_SYMM_STAGED;
+  /* (an all-gather in the mesh form moves each block once, straight to
+   * every peer: faster than staging it on 2 and 4 H100s, 4-32 MB) */
+  const int mesh = func == FUNC_ALLGATHER && c->outBytes <= comm->meshAgMax;
+  if (most <= anycclCudaStageBytes(comm) && comm->forceAlgo < 0 && !mesh) return ANYCCL_SYMM_STAGED;
   return ANYCCL_SYMM_WINDOW_ONLY;
 }
 

@@ -309,7 +309,11 @@ void anycclCommTuning(struct ncclComm* comm) {
   comm->directThreshold = (size_t)anycclParamInt(PARAM_DIRECT_THRESHOLD);
   if (gpuKind() && getenv("ANYCCL_DIRECT_THRESHOLD") == NULL)
     comm->directThreshold = (size_t)anycclParamInt(PARAM_CUDA_DIRECT_THRESHOLD);
-  if (gpuKind()) comm->meshAgMax = (size_t)anycclParamInt(PARAM_CUDA_MESH_ALLGATHER);
+  if (gpuKind()) {
+    comm->meshAgMax = (size_t)anycclParamInt(PARAM_CUDA_MESH_ALLGATHER);
+    /* the default was measured on one host of 2-4 GPUs */
+    if (!anycclParamIsSet(PARAM_CUDA_MESH_ALLGATHER) && (comm->nHosts > 1 || comm->nRanks > 4)) comm->meshAgMax = 0;
+  }
   comm->peerThreshold = (size_t)anycclParamInt(PARAM_PEER_THRESHOLD); /* -1: never */
   const char* algo = anycclParamStr(PARAM_ALGO);
   if (algo) {

@@ -7,8 +7,10 @@
  * 3 and 8 ranks. Every case runs with the default parameters; the second
  * ctest (algo_symm_path_nol128) sets ANYCCL_CUDA_SYMM_LL128=0, which must
  * choose as if NVLink were missing; the third (algo_symm_path_rs) sets
- * ANYCCL_CUDA_SYMM_LL128_RS to 1 MB: a reduce-scatter of 1 MB blocks then
- * takes the LL128 one-shot kernel instead of the staged one. */
+ * ANYCCL_CUDA_SYMM_LL128_RS to 0: a reduce-scatter of 1 MB blocks then
+ * takes the staged kernel instead of the LL128 one-shot one. All-gathers
+ * see the mesh limit the communicator gets by default (32 MB on up to 4
+ * ranks of one host, none on more). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,9 @@
 #include "plan.h"
 
 static int fails, checks;
+
+#define KB(x) ((size_t)(x) << 10)
+#define MB(x) ((size_t)(x) << 20)
 
 enum { NONE, LL, LL128_1, TWO_LL, TWO_LL128, STAGED };
 static const char* names[] = {"none (FIFO)", "one-shot LL", "one-shot LL128", "two-shot LL", "two-shot LL128", "staged"};
@@ -29,6 +34,7 @@ static int choose(int n, int nvlink, int func, size_t bytes, int* blocks) {
   c.nvlinkAll = nvlink;
   c.llThreshold = 128 << 10;
   c.forceAlgo = -1;
+  c.meshAgMax = n <= 4 ? MB(32) : 0; /* anycclCommTuning's default */
   struct anycclPhase ph;
   memset(&ph, 0, sizeof(ph));
   ph.func = func;
@@ -45,12 +51,10 @@ static int choose(int n, int nvlink, int func, size_t bytes, int* blocks) {
   return ch.twoShot ? (ch.ll128 ? TWO_LL128 : TWO_LL) : ch.ll128 ? LL128_1 : LL;
 }
 
-#define KB(x) ((size_t)(x) << 10)
-#define MB(x) ((size_t)(x) << 20)
 
 int main(void) {
   const int l128 = getenv("ANYCCL_CUDA_SYMM_LL128") == NULL || atoi(getenv("ANYCCL_CUDA_SYMM_LL128")) != 0;
-  const size_t rs = getenv("ANYCCL_CUDA_SYMM_LL128_RS") ? (size_t)atoll(getenv("ANYCCL_CUDA_SYMM_LL128_RS")) : 0;
+  const size_t rs = getenv("ANYCCL_CUDA_SYMM_LL128_RS") ? (size_t)atoll(getenv("ANYCCL_CUDA_SYMM_LL128_RS")) : MB(1);
   struct {
     int n, nvlink, func;
     size_t bytes;
@@ -58,7 +62,7 @@ int main(void) {
     int wantNo;     /* without (no NVLink, or ANYCCL_CUDA_SYMM_LL128=0) */
     int blocks;     /* with LL128 (0: not checked) */
   } cases[] = {
-      /* all-reduce on 4: one-shot to 128 KB, two-shot LL lines to 512 KB, LL128 to 2 MB (LL: 1 MB), staged to 8 MB */
+      /* all-reduce on 4: one-shot to 128 KB, two-shot LL lines to 512 KB, LL128 to 2 MB (LL: 1 MB), staged to 16 MB */
       {4, 1, FUNC_ALLREDUCE, KB(128), LL, LL, 64},
       {4, 1, FUNC_ALLREDUCE, KB(256), TWO_LL, TWO_LL, 32},
       {4, 1, FUNC_ALLREDUCE, KB(512), TWO_LL128, TWO_LL, 35}, /* 1093 lines a chunk, 32 a block */
@@ -66,7 +70,8 @@ int main(void) {
       {4, 1, FUNC_ALLREDUCE, MB(2), TWO_LL128, STAGED, 128},
       {4, 1, FUNC_ALLREDUCE, MB(4), STAGED, STAGED, 0},
       {4, 1, FUNC_ALLREDUCE, MB(8), STAGED, STAGED, 0},
-      {4, 1, FUNC_ALLREDUCE, MB(16), NONE, NONE, 0},
+      {4, 1, FUNC_ALLREDUCE, MB(16), STAGED, STAGED, 0},
+      {4, 1, FUNC_ALLREDUCE, MB(32), NONE, NONE, 0},
       /* broadcast on 4: LL to 341 KB, LL128 one-shot to 512 KB, two-shot LL128 to 1 MB */
       {4, 1, FUNC_BROADCAST, KB(256), LL, LL, 128},
       {4, 1, FUNC_BROADCAST, KB(512), LL128_1, NONE, 128},
@@ -86,20 +91,33 @@ int main(void) {
       {8, 1, FUNC_ALLREDUCE, KB(512), STAGED, STAGED, 0},
       {8, 1, FUNC_REDUCE, KB(512), LL128_1, NONE, 0},
       {8, 1, FUNC_BROADCAST, MB(1), NONE, NONE, 0},
-      /* reduce-scatter on 4 (bytes: a rank's block): LL to 512 KB, then staged (LL128 one-shot only when
-       * ANYCCL_CUDA_SYMM_LL128_RS is set: the third ctest sets 1 MB) */
+      /* reduce-scatter on 4 (bytes: a rank's block): LL to 512 KB, LL128 one-shot to 1 MB
+       * (ANYCCL_CUDA_SYMM_LL128_RS; the third ctest sets 0: staged), then staged to 4 MB */
       {4, 1, FUNC_REDUCESCATTER, KB(512), LL, LL, 128},
-      {4, 1, FUNC_REDUCESCATTER, MB(1), STAGED, STAGED, 0},
-      /* 2 ranks: no two-shot, no change */
+      {4, 1, FUNC_REDUCESCATTER, MB(1), LL128_1, STAGED, 0},
+      {4, 1, FUNC_REDUCESCATTER, MB(2), STAGED, STAGED, 0},
+      {4, 1, FUNC_REDUCESCATTER, MB(8), NONE, NONE, 0},
+      /* all-gather on 4 (bytes: a rank's block): LL to 512 KB, then the mesh (FIFO) to 32 MB in all,
+       * never staged; on 8 ranks no mesh: staged to 16 MB in all */
+      {4, 1, FUNC_ALLGATHER, KB(512), LL, LL, 0},
+      {4, 1, FUNC_ALLGATHER, MB(1), NONE, NONE, 0},
+      {4, 1, FUNC_ALLGATHER, MB(4), NONE, NONE, 0},
+      {8, 1, FUNC_ALLGATHER, MB(1), STAGED, STAGED, 0},
+      {8, 1, FUNC_ALLGATHER, MB(4), NONE, NONE, 0},
+      /* 2 ranks: no two-shot; staged to 8 MB */
       {2, 1, FUNC_ALLREDUCE, MB(1), LL, LL, 0},
       {2, 1, FUNC_BROADCAST, MB(1), LL, LL, 0},
+      {2, 1, FUNC_ALLREDUCE, MB(8), STAGED, STAGED, 0},
+      {2, 1, FUNC_ALLREDUCE, MB(16), NONE, NONE, 0},
+      {2, 1, FUNC_REDUCESCATTER, MB(4), STAGED, STAGED, 0},
+      {2, 1, FUNC_ALLGATHER, MB(2), NONE, NONE, 0},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
     for (int nv = 1; nv >= 0; nv--) {
       int blocks = 0;
       const int got = choose(cases[i].n, nv, cases[i].func, cases[i].bytes, &blocks);
       int want = nv && l128 ? cases[i].want : cases[i].wantNo;
-      if (rs && want == STAGED && cases[i].func == FUNC_REDUCESCATTER && cases[i].bytes <= rs && nv && l128) want = LL128_1;
+      if (want == LL128_1 && cases[i].func == FUNC_REDUCESCATTER && cases[i].bytes > rs) want = STAGED;
       checks++;
       if (got != want) {
         fails++;

@@ -22,7 +22,8 @@ TORCH_CHECK_REPLAYS=1 times each graph replay alone; TORCH_CHECK_STAMPS=1
 prints, per rank and loop, the host's time in each call and the GPU's time
 between the ends of consecutive calls (a slow loop's first calls in full), so
 that a slow stretch shows whether a host or the GPUs waited;
-TORCH_CHECK_DUMP_S=N dumps every thread's stack after N seconds.
+TORCH_CHECK_DUMP_S=N dumps every thread's stack after N seconds;
+TORCH_CHECK_SIZES=B,B,... times those sizes (bytes) instead of 8 KB-16 MB.
 """
 import argparse
 import faulthandler
@@ -211,6 +212,8 @@ class Stamps:
 
 
 def timings(dev, sizes=(8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20), iters=200):
+    if os.environ.get("TORCH_CHECK_SIZES"):  # e.g. 16777216,4194304
+        sizes = tuple(int(v) for v in os.environ["TORCH_CHECK_SIZES"].split(","))
     res = {}
     for nbytes in sizes:
         x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device=dev)
