@@ -11,8 +11,13 @@
  * thread launching everything.
  *
  * A launch thread spins for ANYCCL_LAUNCH_SPIN_US after its last job (groups
- * that follow each other closely find it awake), then sleeps on a futex; the
- * next job wakes it. */
+ * that follow each other closely find it awake), yielding its core now and
+ * then, then sleeps on a futex; the next job wakes it. A process allowed a
+ * single CPU (mpirun's --bind-to core, taskset) launches everything on the
+ * caller's thread: there a spinning launch thread could only take turns
+ * with the caller for the one core, a scheduler time slice (milliseconds)
+ * at a time. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -66,7 +71,8 @@ static void* launcherMain(void* arg) {
       idleSince = anycclNowSec();
     }
     if (j == NULL) {
-      anycclCpuRelax();
+      if ((spins & 255) == 0) sched_yield(); /* (returns at once when nothing else wants the core) */
+      else anycclCpuRelax();
       continue;
     }
     j->fn(j, &cur);
@@ -111,9 +117,23 @@ int anycclLaunchThreadsOn(void) {
   return v;
 }
 
+/* CPUs the calling thread may run on (taken once: a process is bound at its
+ * start) */
+static int allowedCpus(void) {
+  static int n = 0;
+  int v = __atomic_load_n(&n, __ATOMIC_RELAXED);
+  if (v == 0) {
+    cpu_set_t set;
+    v = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 2;
+    if (v < 1) v = 1;
+    __atomic_store_n(&n, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
 void anycclLaunchRun(struct anycclLaunchJob** jobs, int n, int* curDev) {
   struct launcher* posted[MAX_LAUNCHERS];
-  if (n > MAX_LAUNCHERS) { /* more jobs than launch threads: all here */
+  if (n > MAX_LAUNCHERS || allowedCpus() < 2) { /* all here */
     for (int i = 0; i < n; i++) jobs[i]->fn(jobs[i], curDev);
     return;
   }
@@ -141,7 +161,7 @@ void anycclLaunchRun(struct anycclLaunchJob** jobs, int n, int* curDev) {
     }
     /* taken: the launch thread is running it (host calls only, no waits on the GPU) */
     for (unsigned spins = 0; !__atomic_load_n(&jobs[i]->done, __ATOMIC_ACQUIRE); spins++) {
-      if (spins < 100000) anycclCpuRelax();
+      if (spins < 2000) anycclCpuRelax(); /* (a PAUSE is 10-140 cycles: tens of us at most) */
       else sched_yield();
     }
   }

@@ -4,8 +4,14 @@
  *   sleep    ANYCCL_LAUNCH_SPIN_US=0 (set by CTest): the threads sleep after
  *            every job, and a posted job wakes them; exactly once, no hang
  *   callers  two threads post rounds over overlapping devices at once
+ *   onecpu   the process bound to one CPU (as mpirun --bind-to core): the
+ *            caller runs every job itself, and 2000 rounds take well under
+ *            a second (launch threads taking turns with the caller for the
+ *            core would cost a scheduler time slice a round)
  * Prints "PASS: ..." or the first failure, and exits non-zero on failure. */
+#define _GNU_SOURCE /* sched_setaffinity */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +58,7 @@ struct caller {
   double maxS;                 /* seconds at most */
   long onThreads, ran, failures;
   char err[200];
+  int callerOnly; /* stop after `rounds` even if no launch thread ran a job */
 };
 
 static void* callerMain(void* arg) {
@@ -82,7 +89,7 @@ static void* callerMain(void* arg) {
       c->ran++;
     }
     if (c->gapUs) usleep(c->gapUs);
-    if ((r + 1 >= c->rounds && c->onThreads > 0) || nowS() - t0 > c->maxS) break;
+    if ((r + 1 >= c->rounds && (c->onThreads > 0 || c->callerOnly)) || nowS() - t0 > c->maxS) break;
   }
   return NULL;
 }
@@ -119,23 +126,48 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (strcmp(mode, "rounds") == 0) {
-    struct caller c = {{0, 1, 2, 3}, NDEV, 200000, 0, 0, 10.0, 0, 0, 0, ""};
+    struct caller c = {{0, 1, 2, 3}, NDEV, 200000, 0, 0, 10.0, 0, 0, 0, "", 0};
     callerMain(&c);
     return report("rounds", &c, 1);
   }
   if (strcmp(mode, "sleep") == 0) {
     /* the caller's own job lasts 300 us: a woken thread takes its job meanwhile */
-    struct caller c = {{0, 1, 2, 3}, NDEV, 300, 300, 500, 10.0, 0, 0, 0, ""};
+    struct caller c = {{0, 1, 2, 3}, NDEV, 300, 300, 500, 10.0, 0, 0, 0, "", 0};
     callerMain(&c);
     return report("sleep", &c, 1);
   }
   if (strcmp(mode, "callers") == 0) {
-    struct caller c[2] = {{{0, 1, 2}, 3, 20000, 0, 0, 10.0, 0, 0, 0, ""}, {{3, 2, 1}, 3, 20000, 0, 0, 10.0, 0, 0, 0, ""}};
+    struct caller c[2] = {{{0, 1, 2}, 3, 20000, 0, 0, 10.0, 0, 0, 0, "", 0}, {{3, 2, 1}, 3, 20000, 0, 0, 10.0, 0, 0, 0, "", 0}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, callerMain, &c[i]);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     return report("callers", c, 2);
   }
-  printf("usage: test_launchers rounds|sleep|callers\n");
+  if (strcmp(mode, "onecpu") == 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+      printf("FAIL: sched_getaffinity\n");
+      return 1;
+    }
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set)) cpu++;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+      printf("FAIL: binding to CPU %d\n", cpu);
+      return 1;
+    }
+    struct caller c = {{0, 1, 2, 3}, NDEV, 2000, 0, 0, 10.0, 0, 0, 0, "", 1};
+    double t0 = nowS();
+    callerMain(&c); /* (runs 2000 rounds: no launch thread ever runs a job) */
+    const double s = nowS() - t0;
+    if (c.failures) printf("FAIL: onecpu: %s\n", c.err);
+    else if (c.onThreads != 0) printf("FAIL: onecpu: %ld of %ld jobs ran on launch threads\n", c.onThreads, c.ran);
+    else if (s > 1.0) printf("FAIL: onecpu: 2000 rounds took %.3f s\n", s);
+    else printf("PASS: onecpu: %ld jobs on the caller (CPU %d) in %.3f s\n", c.ran, cpu, s);
+    return c.failures || c.onThreads != 0 || s > 1.0;
+  }
+  printf("usage: test_launchers rounds|sleep|callers|onecpu\n");
   return 2;
 }
