@@ -354,12 +354,27 @@ static void runDevJob(struct anycclLaunchJob* j, int* curDev) {
   }
 }
 
+/* Whether a comm's queued tasks launch anything (zero-count collectives
+ * launch nothing; send/recv of 0 bytes still match their peers). */
+static int commHasWork(const struct ncclComm* c) {
+  for (const struct anycclTask* t = c->taskHead; t; t = t->next)
+    if (t->func == FUNC_SEND || t->func == FUNC_RECV || t->count > 0) return 1;
+  return 0;
+}
+
 /* Launch the group's comms with one job per device when they are cuda comms
- * on 2 to SPREAD_MAX_DEVS devices; returns 0 (nothing launched) otherwise. */
+ * on 2 to SPREAD_MAX_DEVS devices with work to launch; returns 0 (nothing
+ * launched) otherwise. */
 static int launchSpread(struct ncclComm* comms, int* cur, ncclResult_t* res) {
   if (!anycclLaunchThreadsOn() || comms == NULL || comms->groupNext == NULL) return 0;
   struct devJob jobs[SPREAD_MAX_DEVS];
-  int n = 0;
+  int n = 0, busyDev = -1, busyDevs = 0;
+  for (struct ncclComm* c = comms; c && busyDevs < 2; c = c->groupNext) {
+    if (!commHasWork(c) || c->cudaDev == busyDev) continue;
+    busyDevs++;
+    busyDev = c->cudaDev;
+  }
+  if (busyDevs < 2) return 0; /* (the caller's own loop: no thread to wake) */
   for (struct ncclComm* c = comms; c; c = c->groupNext) {
     if (!c->cuda) return 0;
     int k = 0;
