@@ -24,7 +24,7 @@
 #     CUDA IPC): LSA all-reduce, GIN puts with signals and counters, world
 #     barrier, LL all-to-all, 20 iterations checked against a host reference; and
 #     the same on 2 virtual hosts (NCCL_HOSTID): GIN through the proxy.
-#     (SKIP_RUNS=1 skips step 3.)
+#     (SKIP_RUNS=1 skips step 3; SKIP_TORCH=1 step 4.)
 #  4. torch: the nccl symbols libtorch_cuda.so imports are all exported; `import
 #     torch` with LD_PRELOAD=$PREFIX/lib/libnccl.so.2 (the wheel's lib dir behind
 #     ours on LD_LIBRARY_PATH) and LD_DEBUG=bindings shows every nccl symbol of
@@ -229,6 +229,12 @@ if [ "$NGPU" -ge 2 ]; then
 fi
 
 # ---- 4. import torch -------------------------------------------------------------
+if [ "${SKIP_TORCH:-0}" = 1 ]; then # (tests/gpu/pack.sh: the builds alone, on a machine without GPUs)
+  say "== summary"
+  cat "$SUM"
+  [ $fails = 0 ]
+  exit
+fi
 WHEEL_LIB=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
 say "== torch with $LIB (nvidia.nccl lib dir: ${WHEEL_LIB:-none})"
 TORCH_CUDA=$(python3 -c 'import os, importlib.util as u; print(os.path.join(os.path.dirname(u.find_spec("torch").origin), "lib", "libtorch_cuda.so"))' 2>/dev/null)

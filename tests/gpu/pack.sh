@@ -9,6 +9,9 @@
 #   gpupack/coll_gpu, gpupack/enqueue_probe, gpupack/net_bench
 #
 #   tests/gpu/pack.sh [PACK_DIR]        (default: gpupack, git-ignored)
+#   PACK_DEVAPI=1 NCCL_TESTS_SRC=<nccl-tests v2.19.6> tests/gpu/pack.sh
+#                                       also PACK_DIR/session.tgz (below), for
+#                                       tests/gpu/session.sh on a GPU host
 #
 # Then on the GPU host (e.g. the device tool with carry=["gpupack","third_party/nccl-tests"]):
 #   BUILD_DIR=gpupack PREFIX=gpupack/prefix SKIP_BUILD=1 MODE=check,perf bash tests/gpu/run.sh
@@ -51,4 +54,46 @@ if [ "${PACK_MPI:-0}" = 1 ] && [ ! -x "$PACK/gpu-work/nt-mpi/all_reduce_perf" ] 
   strip "$PACK"/gpu-work/nt-mpi/*_perf
 fi
 ln -sfn nt-nccl "$PACK/gpu-work/nt-anyccl"
+# PACK_DEVAPI=1 (nccl-tests 2.19 or later in NCCL_TESTS_SRC): what a session of
+# device-API and inference-regime runs needs, built here, in one tarball:
+#   gpupack/session/prefix      anyccl (lib, headers), as above
+#   gpupack/session/nt          nccl-tests against NVIDIA's headers (every *_perf:
+#                               the NCCL side of devapi_vs_nccl.sh, and both
+#                               libraries' runs of inference.sh)
+#   gpupack/session/nt-devapi   all_reduce_perf, alltoall_perf, devapi_procs against
+#                               anyccl's headers, NVIDIA's hidden (devapi.sh's build)
+#   gpupack/session/nt-mpi      all_reduce_perf and alltoall_perf with MPI=1 (when mpicc is here)
+#   gpupack/session/llmix, bidir_port_channel (the example built with nvcc: GPU kernels)
+#   gpupack/session.tgz         all of it (carry it; tests/gpu/session.sh unpacks it)
+if [ "${PACK_DEVAPI:-0}" = 1 ]; then
+  grep -q nccl_device "$NCCL_TESTS_SRC/src/all_reduce.cu" ||
+    { echo "PACK_DEVAPI: $NCCL_TESTS_SRC is older than nccl-tests 2.17 (no device-API kernels)"; exit 2; }
+  S=$PACK/session
+  GEN=-gencode=arch=compute_90,code=sm_90
+  rm -rf "$S" && mkdir -p "$S"
+  cp -a "$PACK/prefix" "$S/prefix"
+  cp -a "$PACK/gpu-work/nt-nccl" "$S/nt" # (built above from the same source)
+  PREFIX="$S/prefix" NT_BUILD="$S/nt-devapi" NCCL_TESTS_SRC="$NCCL_TESTS_SRC" SKIP_BUILD=1 SKIP_RUNS=1 SKIP_TORCH=1 \
+    OUT="$PACK/devapi-build" bash tests/gpu/devapi.sh > "$PACK/devapi-build.log" 2>&1 ||
+    { echo "devapi.sh's build failed: $PACK/devapi-build.log"; exit 1; }
+  if command -v mpicc > /dev/null; then
+    MPI_HOME=${MPI_HOME:-$(dirname "$(mpicc -showme:incdirs 2>/dev/null | awk '{print $1}')")}
+    make -C "$NCCL_TESTS_SRC/src" BUILDDIR="$S/nt-mpi" MPI=1 MPI_HOME="$MPI_HOME" NCCL_HOME="$CUDA_HOME" \
+         CUDA_HOME="$CUDA_HOME" NVCC_GENCODE=$GEN -j "$JOBS" "$S/nt-mpi/all_reduce_perf" "$S/nt-mpi/alltoall_perf" \
+         > "$PACK/nt-session-mpi-build.log" 2>&1 || { echo "nccl-tests MPI build failed"; exit 1; }
+  fi
+  cc -O2 -I"$S/prefix/include" -I"$CUDA_HOME/include" tests/gpu/llmix.c -o "$S/llmix" -L"$S/prefix/lib" \
+     -l:libnccl.so.2 -L"$CUDA_HOME/lib64" -lcudart_static -lpthread -ldl -lrt
+  "$CUDA_HOME/bin/nvcc" -x cu -std=c++17 $GEN -O2 -I"$S/prefix/include" examples/bidir_port_channel.c \
+     -L"$S/prefix/lib" -lnccl -o "$S/bidir_port_channel"
+  for d in nt nt-devapi nt-mpi; do
+    [ -d "$S/$d" ] || continue
+    find "$S/$d" -name '*.o' -delete
+    rm -rf "$S/$d/os" "$S/$d/verifiable"
+    strip "$S/$d"/*_perf "$S/$d"/devapi_procs 2>/dev/null || true
+  done
+  rm -f "$S"/prefix/lib/libanyccl-cpu* # (the GPU hosts run the cuda backend)
+  tar czf "$PACK/session.tgz" -C "$PACK" session
+  ls -la "$PACK/session.tgz"
+fi
 du -sh "$PACK"

@@ -1,0 +1,95 @@
+#!/bin/bash
+# tests/gpu/session.sh -- on a GPU host, the standard checks and comparisons
+# of the one-host kernels and the device API, from what tests/gpu/pack.sh
+# built elsewhere (PACK_DEVAPI=1: gpupack/session.tgz), so that a lent GPU
+# host compiles nothing:
+#
+#   STEPS="llmix devapi dvn bidir" bash tests/gpu/session.sh [session.tgz]
+#   STEPS=matrix NGPU=4 bash tests/gpu/session.sh             (about 4 minutes on 4 H100s)
+#
+# Steps (each under a timeout; logs and tables under $OUT, default gpu-out/session):
+#   llmix   tests/gpu/llmix.c on N, N-1 ... 2 GPUs: random back-to-back mixes
+#           of the one-host kernels, every element checked
+#   devapi  tests/gpu/devapi.sh with the packed builds: nccl-tests' -R 2 -D 1..4
+#           runs with -c 1 on 2 and 4 GPUs, devapi_procs, import torch,
+#           torch.distributed
+#   dvn     tests/gpu/devapi_vs_nccl.sh: the -D kernels against NCCL's
+#   bidir   examples/bidir_port_channel on GPUs 0 and 1, threads and processes
+#   matrix  tests/gpu/inference.sh on NGPU GPUs (every collective 16 B-16 MB,
+#           -g/-t, eager and graphs, mpirun when packed, PyTorch)
+# Prints one summary last (PASS/FAIL per step, the tables' tails). Exit status
+# 1 when a step failed.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TGZ=${1:-$ROOT/gpupack/session.tgz}
+OUT=${OUT:-$ROOT/gpu-out/session}
+STEPS=${STEPS:-llmix devapi dvn bidir}
+NGPU=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+mkdir -p "$OUT"
+S=$OUT/pack
+if [ ! -d "$S/session" ]; then
+  [ -f "$TGZ" ] || { echo "session.sh: no $TGZ (tests/gpu/pack.sh with PACK_DEVAPI=1 makes it)"; exit 2; }
+  mkdir -p "$S" && tar xzf "$TGZ" -C "$S" || exit 2
+fi
+P=$S/session
+L=$P/prefix/lib
+SUM=$OUT/summary.txt
+: >"$SUM"
+fails=0
+step() { # name status detail
+  printf '%-10s %s %s\n' "$1" "$2" "${3:-}" >>"$SUM"
+  [ "$2" = PASS ] || fails=$((fails + 1))
+}
+for st in $STEPS; do
+  case $st in
+    llmix)
+      ok=1
+      for g in $(seq "$NGPU" -1 2); do
+        LD_LIBRARY_PATH=$L timeout 150 "$P/llmix" "$g" 40 8 $((g + 11)) >"$OUT/llmix-$g.log" 2>&1 || ok=0
+        tail -1 "$OUT/llmix-$g.log" >>"$OUT/llmix.txt"
+      done
+      [ $ok = 1 ] && step llmix PASS "$(tr '\n' ';' <"$OUT/llmix.txt")" || step llmix FAIL "(see $OUT/llmix-*.log)"
+      ;;
+    devapi)
+      PREFIX=$P/prefix NT_BUILD=$P/nt-devapi SKIP_BUILD=1 SKIP_NT_BUILD=1 OUT=$OUT/devapi RUN_TIMEOUT=60 MAXBYTES=8M \
+        timeout 300 bash "$ROOT/tests/gpu/devapi.sh" >/dev/null 2>&1
+      rc=$?
+      n=$(grep -c ' PASS' "$OUT/devapi/devapi-summary.txt" 2>/dev/null)
+      [ $rc = 0 ] && step devapi PASS "($n checks)" ||
+        step devapi FAIL "rc $rc: $(grep -v ' PASS' "$OUT/devapi/devapi-summary.txt" 2>/dev/null | head -3 | tr '\n' ';')"
+      ;;
+    dvn)
+      NT=$P/nt-devapi NT_NV=$P/nt ANYCCL_LIB=$L OUT=$OUT/dvn timeout 300 bash "$ROOT/tests/gpu/devapi_vs_nccl.sh" \
+        >"$OUT/dvn.txt" 2>&1
+      rc=$?
+      [ $rc = 0 ] && step dvn PASS "(table: $OUT/dvn.txt)" || step dvn FAIL "rc $rc (see $OUT/dvn.txt)"
+      ;;
+    bidir)
+      ok=1
+      for m in threads procs; do
+        LD_LIBRARY_PATH=$L CUDA_VISIBLE_DEVICES=0,1 timeout 90 "$P/bidir_port_channel" -m $m >"$OUT/bidir-$m.log" 2>&1 || ok=0
+        grep -q Succeed "$OUT/bidir-$m.log" || ok=0
+      done
+      [ $ok = 1 ] && step bidir PASS || step bidir FAIL "(see $OUT/bidir-*.log)"
+      ;;
+    matrix)
+      mpi=; [ -x "$P/nt-mpi/all_reduce_perf" ] && mpi=$P/nt-mpi
+      NT=$P/nt NT_MPI=$mpi MPI_COLLS="all_reduce alltoall" ANYCCL_LIB=$L NGPU=$NGPU SIZES="-b 16 -e 16M -f 4" \
+        ITERS="-n 40 -w 5" OUT=$OUT/matrix timeout 560 bash "$ROOT/tests/gpu/inference.sh" >"$OUT/matrix.txt" 2>&1
+      rc=$?
+      [ $rc = 0 ] && step matrix PASS "(table: $OUT/matrix.txt)" || step matrix FAIL "rc $rc (see $OUT/matrix.txt)"
+      ;;
+    *) step "$st" FAIL "unknown step (llmix devapi dvn bidir matrix)" ;;
+  esac
+done
+for st in $STEPS; do
+  case $st in
+    dvn) tail -60 "$OUT/dvn.txt" ;;
+    bidir) grep -hE "Bidir|reference" "$OUT"/bidir-*.log ;;
+    matrix) tail -100 "$OUT/matrix.txt" ;;
+  esac
+done
+echo "== session: $NGPU GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+cat "$SUM"
+[ $fails = 0 ]
