@@ -189,6 +189,14 @@ static size_t symmLL128OneShotBytes(int func) {
   return anycclParamIsSet(PARAM_CUDA_SYMM_LL128_ONESHOT) || func != FUNC_BROADCAST ? (size_t)v : (size_t)v / 2;
 }
 
+/* ANYCCL_CUDA_SYMM_LL128_RS: as set, else its default on 2-4 ranks (where it
+ * was measured) and none on more */
+static size_t symmLL128RsBytes(int n) {
+  const int64_t v = anycclParamInt(PARAM_CUDA_SYMM_LL128_RS);
+  if (v <= 0 || (n > 4 && !anycclParamIsSet(PARAM_CUDA_SYMM_LL128_RS))) return 0;
+  return (size_t)v;
+}
+
 int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, struct anycclSymmChoice* c) {
   memset(c, 0, sizeof(*c));
   const int n = comm->nRanks;
@@ -226,7 +234,7 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
    * root sends or takes n-1 vectors at 120 of 128 bytes); reduce-scatter
    * likewise up to ANYCCL_CUDA_SYMM_LL128_RS (off unless set) */
   const size_t l128one = rooted                         ? symmLL128OneShotBytes(func)
-                         : func == FUNC_REDUCESCATTER ? (size_t)anycclParamInt(PARAM_CUDA_SYMM_LL128_RS)
+                         : func == FUNC_REDUCESCATTER ? symmLL128RsBytes(n)
                                                         : 0;
   if (bytes <= l128one && anycclCudaSymmLL128(comm) && comm->forceAlgo < 0 && comm->llThreshold > 0 &&
       symmLLBlocks(bytes, 1, 1, 1, c))

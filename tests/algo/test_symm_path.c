@@ -97,6 +97,7 @@ int main(void) {
       {4, 1, FUNC_REDUCESCATTER, MB(1), LL128_1, STAGED, 0},
       {4, 1, FUNC_REDUCESCATTER, MB(2), STAGED, STAGED, 0},
       {4, 1, FUNC_REDUCESCATTER, MB(8), NONE, NONE, 0},
+      {8, 1, FUNC_REDUCESCATTER, MB(1), STAGED, STAGED, 0}, /* (no LL128 one-shot by default on 8) */
       /* all-gather on 4 (bytes: a rank's block): LL to 512 KB, then the mesh (FIFO) to 32 MB in all,
        * never staged; on 8 ranks no mesh: staged to 16 MB in all */
       {4, 1, FUNC_ALLGATHER, KB(512), LL, LL, 0},
