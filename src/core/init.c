@@ -310,7 +310,8 @@ void anycclCommTuning(struct ncclComm* comm) {
   if (gpuKind() && getenv("ANYCCL_DIRECT_THRESHOLD") == NULL)
     comm->directThreshold = (size_t)anycclParamInt(PARAM_CUDA_DIRECT_THRESHOLD);
   if (gpuKind()) {
-    comm->meshAgMax = (size_t)anycclParamInt(PARAM_CUDA_MESH_ALLGATHER);
+    const int64_t mesh = anycclParamInt(PARAM_CUDA_MESH_ALLGATHER);
+    comm->meshAgMax = mesh > 0 ? (size_t)mesh : 0; /* (negative: never, as 0) */
     /* the default was measured on one host of 2-4 GPUs */
     if (!anycclParamIsSet(PARAM_CUDA_MESH_ALLGATHER) && (comm->nHosts > 1 || comm->nRanks > 4)) comm->meshAgMax = 0;
   }
