@@ -63,6 +63,7 @@ ln -sfn nt-nccl "$PACK/gpu-work/nt-anyccl"
 #   gpupack/session/nt-devapi   all_reduce_perf, alltoall_perf, devapi_procs against
 #                               anyccl's headers, NVIDIA's hidden (devapi.sh's build)
 #   gpupack/session/nt-mpi      all_reduce_perf and alltoall_perf with MPI=1 (when mpicc is here)
+#   gpupack/session/nt-devapi-mpi  the same against anyccl's headers (tests/gpu/gin_hosts.sh)
 #   gpupack/session/llmix, bidir_port_channel (the example built with nvcc: GPU kernels)
 #   gpupack/session.tgz         all of it (carry it; tests/gpu/session.sh unpacks it)
 if [ "${PACK_DEVAPI:-0}" = 1 ]; then
@@ -82,11 +83,19 @@ if [ "${PACK_DEVAPI:-0}" = 1 ]; then
          CUDA_HOME="$CUDA_HOME" NVCC_GENCODE=$GEN -j "$JOBS" "$S/nt-mpi/all_reduce_perf" "$S/nt-mpi/alltoall_perf" \
          > "$PACK/nt-session-mpi-build.log" 2>&1 || { echo "nccl-tests MPI build failed"; exit 1; }
   fi
+  # gin_hosts.sh's nccl-tests: MPI=1 against anyccl's headers, NVIDIA's hidden as devapi.sh hides them
+  if command -v mpicc > /dev/null; then
+    H=$PACK/devapi-build
+    unshare -m "$H/hide-nccl-headers.sh" "$H/nvidia-headers.txt" make -C "$NCCL_TESTS_SRC/src" BUILDDIR="$S/nt-devapi-mpi" \
+      MPI=1 MPI_HOME="$MPI_HOME" NCCL_HOME="$S/prefix" CUDA_HOME="$CUDA_HOME" NVCC_GENCODE=$GEN -j "$JOBS" \
+      "$S/nt-devapi-mpi/all_reduce_perf" "$S/nt-devapi-mpi/alltoall_perf" > "$PACK/nt-devapi-mpi-build.log" 2>&1 ||
+      { echo "nccl-tests MPI build against anyccl failed: $PACK/nt-devapi-mpi-build.log"; exit 1; }
+  fi
   cc -O2 -I"$S/prefix/include" -I"$CUDA_HOME/include" tests/gpu/llmix.c -o "$S/llmix" -L"$S/prefix/lib" \
      -l:libnccl.so.2 -L"$CUDA_HOME/lib64" -lcudart_static -lpthread -ldl -lrt
   "$CUDA_HOME/bin/nvcc" -x cu -std=c++17 $GEN -O2 -I"$S/prefix/include" examples/bidir_port_channel.c \
      -L"$S/prefix/lib" -lnccl -o "$S/bidir_port_channel"
-  for d in nt nt-devapi nt-mpi; do
+  for d in nt nt-devapi nt-mpi nt-devapi-mpi; do
     [ -d "$S/$d" ] || continue
     find "$S/$d" -name '*.o' -delete
     rm -rf "$S/$d/os" "$S/$d/verifiable"

@@ -15,6 +15,9 @@
 #           torch.distributed
 #   dvn     tests/gpu/devapi_vs_nccl.sh: the -D kernels against NCCL's
 #   bidir   examples/bidir_port_channel on GPUs 0 and 1, threads and processes
+#   gin     tests/gpu/gin_hosts.sh on GPUs 0 and 1 as 2 virtual hosts: GIN and port
+#           channels through the proxies (nccl-tests -D 3/-D 4 under mpirun,
+#           devapi_procs hosts, the example -m hosts)
 #   matrix  tests/gpu/inference.sh on NGPU GPUs (every collective 16 B-16 MB,
 #           -g/-t, eager and graphs, mpirun when packed, PyTorch)
 # Prints one summary last (PASS/FAIL per step, the tables' tails). Exit status
@@ -73,6 +76,13 @@ for st in $STEPS; do
       done
       [ $ok = 1 ] && step bidir PASS || step bidir FAIL "(see $OUT/bidir-*.log)"
       ;;
+    gin)
+      [ -x "$P/nt-devapi-mpi/alltoall_perf" ] || { step gin FAIL "no nt-devapi-mpi in the pack (pack.sh needs mpicc)"; continue; }
+      CUDA_VISIBLE_DEVICES=0,1 NT=$P/nt-devapi-mpi LIBDIR=$L PROCS_BIN=$P/nt-devapi/devapi_procs \
+        BIDIR_BIN=$P/bidir_port_channel OUT=$OUT/gin timeout 400 bash "$ROOT/tests/gpu/gin_hosts.sh" >"$OUT/gin.txt" 2>&1
+      rc=$?
+      [ $rc = 0 ] && step gin PASS "(table: $OUT/gin.txt)" || step gin FAIL "rc $rc (see $OUT/gin.txt)"
+      ;;
     matrix)
       mpi=; [ -x "$P/nt-mpi/all_reduce_perf" ] && mpi=$P/nt-mpi
       NT=$P/nt NT_MPI=$mpi MPI_COLLS="all_reduce alltoall" ANYCCL_LIB=$L NGPU=$NGPU SIZES="-b 16 -e 16M -f 4" \
@@ -80,13 +90,21 @@ for st in $STEPS; do
       rc=$?
       [ $rc = 0 ] && step matrix PASS "(table: $OUT/matrix.txt)" || step matrix FAIL "rc $rc (see $OUT/matrix.txt)"
       ;;
-    *) step "$st" FAIL "unknown step (llmix devapi dvn bidir matrix)" ;;
+    *) step "$st" FAIL "unknown step (llmix devapi dvn bidir gin matrix)" ;;
   esac
 done
 for st in $STEPS; do
   case $st in
     dvn) tail -60 "$OUT/dvn.txt" ;;
+    gin) tail -30 "$OUT/gin.txt" ;;
     bidir) grep -hE "Bidir|reference" "$OUT"/bidir-*.log ;;
+    gin)
+      [ -x "$P/nt-devapi-mpi/alltoall_perf" ] || { step gin FAIL "no nt-devapi-mpi in the pack (pack.sh needs mpicc)"; continue; }
+      CUDA_VISIBLE_DEVICES=0,1 NT=$P/nt-devapi-mpi LIBDIR=$L PROCS_BIN=$P/nt-devapi/devapi_procs \
+        BIDIR_BIN=$P/bidir_port_channel OUT=$OUT/gin timeout 400 bash "$ROOT/tests/gpu/gin_hosts.sh" >"$OUT/gin.txt" 2>&1
+      rc=$?
+      [ $rc = 0 ] && step gin PASS "(table: $OUT/gin.txt)" || step gin FAIL "rc $rc (see $OUT/gin.txt)"
+      ;;
     matrix) tail -100 "$OUT/matrix.txt" ;;
   esac
 done
