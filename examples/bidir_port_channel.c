@@ -295,9 +295,12 @@ static int runRank(ncclComm_t comm, int rank, int dev) {
     if (rank == 0) {
       double mp = median(tp, iters), mc = median(tc, iters);
       printf("GPU %d: [Bidir PutWithSignal] bytes %zu, elapsed %g ms/iter, BW %g GB/s\n", dev, n, ms, n / ms / 1e6);
+      /* loop/reference: the rounds above (one kernel for all of them) against
+       * the reference; put/reference: single rounds (a launch and a wait
+       * each) interleaved with it */
       printf("GPU %d: [reference same run] bytes %zu, interleaved medians: put %g GB/s, %s (both ranks at once) %g "
-             "GB/s, put/reference %.2f; one rank alone %g GB/s\n",
-             dev, n, n / mp / 1e6, refName(), n / mc / 1e6, mc / mp, n / alone / 1e6);
+             "GB/s, put/reference %.2f; one rank alone %g GB/s; loop/reference %.2f\n",
+             dev, n, n / mp / 1e6, refName(), n / mc / 1e6, mc / mp, n / alone / 1e6, mc / ms);
       fflush(stdout);
     }
     free(tp);
