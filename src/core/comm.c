@@ -1,5 +1,6 @@
 /* Communicator bookkeeping: the live registry, argument checks, work
  * accounting, errors, and the op table (built-in and user ops). */
+#define _GNU_SOURCE /* PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,12 +10,23 @@
 #include "reduce.h"
 
 /* ---- live registry ------------------------------------------------------- */
-static pthread_mutex_t regLock = PTHREAD_MUTEX_INITIALIZER;
+/* Every API call checks its communicator here, and programs poll
+ * ncclCommGetAsyncError in tight loops (nccl-tests while it waits for a
+ * stream, PyTorch's watchdog): the checks take the lock shared, so a thread
+ * polling one communicator never keeps another thread's call on another
+ * waiting (with a mutex, a polling thread that re-took it at once could
+ * starve a woken waiter for milliseconds). Writers (init, destroy) are
+ * preferred, so a steady stream of checks cannot hold them off. */
+#ifdef PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP
+static pthread_rwlock_t regLock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+#else
+static pthread_rwlock_t regLock = PTHREAD_RWLOCK_INITIALIZER;
+#endif
 static struct ncclComm** regComms;
 static int regCount, regCap;
 
 void anycclCommRegister(struct ncclComm* comm) {
-  pthread_mutex_lock(&regLock);
+  pthread_rwlock_wrlock(&regLock);
   if (regCount == regCap) {
     int cap = regCap ? 2 * regCap : 64;
     struct ncclComm** n = realloc(regComms, cap * sizeof(*n));
@@ -24,24 +36,24 @@ void anycclCommRegister(struct ncclComm* comm) {
     }
   }
   if (regCount < regCap) regComms[regCount++] = comm;
-  pthread_mutex_unlock(&regLock);
+  pthread_rwlock_unlock(&regLock);
 }
 
 void anycclCommUnregister(struct ncclComm* comm) {
-  pthread_mutex_lock(&regLock);
+  pthread_rwlock_wrlock(&regLock);
   for (int i = 0; i < regCount; i++)
     if (regComms[i] == comm) {
       regComms[i] = regComms[--regCount];
       break;
     }
-  pthread_mutex_unlock(&regLock);
+  pthread_rwlock_unlock(&regLock);
 }
 
 int anycclCommIsLive(const struct ncclComm* comm) {
   int live = 0;
-  pthread_mutex_lock(&regLock);
+  pthread_rwlock_rdlock(&regLock);
   for (int i = 0; i < regCount && !live; i++) live = regComms[i] == comm;
-  pthread_mutex_unlock(&regLock);
+  pthread_rwlock_unlock(&regLock);
   return live;
 }
 
