@@ -232,7 +232,7 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
     return ANYCCL_SYMM_LL;
   /* broadcast and reduce a little past that: one-shot in LL128 lines (the
    * root sends or takes n-1 vectors at 120 of 128 bytes); reduce-scatter
-   * likewise up to ANYCCL_CUDA_SYMM_LL128_RS (off unless set) */
+   * likewise up to ANYCCL_CUDA_SYMM_LL128_RS (on 2-4 ranks unless set) */
   const size_t l128one = rooted                         ? symmLL128OneShotBytes(func)
                          : func == FUNC_REDUCESCATTER ? symmLL128RsBytes(n)
                                                         : 0;

@@ -44,6 +44,13 @@ step() { # name status detail
   printf '%-10s %s %s\n' "$1" "$2" "${3:-}" >>"$SUM"
   [ "$2" = PASS ] || fails=$((fails + 1))
 }
+tabled() { # name log command...: run it into log, PASS or FAIL by its exit status
+  local name=$1 log=$2
+  shift 2
+  "$@" >"$log" 2>&1
+  local rc=$?
+  if [ $rc = 0 ]; then step "$name" PASS "(table: $log)"; else step "$name" FAIL "rc $rc (see $log)"; fi
+}
 for st in $STEPS; do
   case $st in
     llmix)
@@ -63,10 +70,8 @@ for st in $STEPS; do
         step devapi FAIL "rc $rc: $(grep -v ' PASS' "$OUT/devapi/devapi-summary.txt" 2>/dev/null | head -3 | tr '\n' ';')"
       ;;
     dvn)
-      NT=$P/nt-devapi NT_NV=$P/nt ANYCCL_LIB=$L OUT=$OUT/dvn timeout 300 bash "$ROOT/tests/gpu/devapi_vs_nccl.sh" \
-        >"$OUT/dvn.txt" 2>&1
-      rc=$?
-      [ $rc = 0 ] && step dvn PASS "(table: $OUT/dvn.txt)" || step dvn FAIL "rc $rc (see $OUT/dvn.txt)"
+      tabled dvn "$OUT/dvn.txt" env NT=$P/nt-devapi NT_NV=$P/nt ANYCCL_LIB=$L OUT=$OUT/dvn \
+        timeout 300 bash "$ROOT/tests/gpu/devapi_vs_nccl.sh"
       ;;
     bidir)
       ok=1
@@ -78,34 +83,25 @@ for st in $STEPS; do
       ;;
     gin)
       [ -x "$P/nt-devapi-mpi/alltoall_perf" ] || { step gin FAIL "no nt-devapi-mpi in the pack (pack.sh needs mpicc)"; continue; }
-      CUDA_VISIBLE_DEVICES=0,1 NT=$P/nt-devapi-mpi LIBDIR=$L PROCS_BIN=$P/nt-devapi/devapi_procs \
-        BIDIR_BIN=$P/bidir_port_channel OUT=$OUT/gin timeout 400 bash "$ROOT/tests/gpu/gin_hosts.sh" >"$OUT/gin.txt" 2>&1
-      rc=$?
-      [ $rc = 0 ] && step gin PASS "(table: $OUT/gin.txt)" || step gin FAIL "rc $rc (see $OUT/gin.txt)"
+      tabled gin "$OUT/gin.txt" env CUDA_VISIBLE_DEVICES=0,1 NT=$P/nt-devapi-mpi LIBDIR=$L \
+        PROCS_BIN=$P/nt-devapi/devapi_procs BIDIR_BIN=$P/bidir_port_channel OUT=$OUT/gin \
+        timeout 400 bash "$ROOT/tests/gpu/gin_hosts.sh"
       ;;
     matrix)
       mpi=; [ -x "$P/nt-mpi/all_reduce_perf" ] && mpi=$P/nt-mpi
-      NT=$P/nt NT_MPI=$mpi MPI_COLLS="all_reduce alltoall" ANYCCL_LIB=$L NGPU=$NGPU SIZES="-b 16 -e 16M -f 4" \
-        ITERS="-n 40 -w 5" OUT=$OUT/matrix timeout 560 bash "$ROOT/tests/gpu/inference.sh" >"$OUT/matrix.txt" 2>&1
-      rc=$?
-      [ $rc = 0 ] && step matrix PASS "(table: $OUT/matrix.txt)" || step matrix FAIL "rc $rc (see $OUT/matrix.txt)"
+      tabled matrix "$OUT/matrix.txt" env NT=$P/nt NT_MPI=$mpi MPI_COLLS="all_reduce alltoall" ANYCCL_LIB=$L \
+        NGPU=$NGPU SIZES="-b 16 -e 16M -f 4" ITERS="-n 40 -w 5" OUT=$OUT/matrix \
+        timeout 560 bash "$ROOT/tests/gpu/inference.sh"
       ;;
     *) step "$st" FAIL "unknown step (llmix devapi dvn bidir gin matrix)" ;;
   esac
 done
 for st in $STEPS; do
   case $st in
-    dvn) tail -60 "$OUT/dvn.txt" ;;
-    gin) tail -30 "$OUT/gin.txt" ;;
-    bidir) grep -hE "Bidir|reference" "$OUT"/bidir-*.log ;;
-    gin)
-      [ -x "$P/nt-devapi-mpi/alltoall_perf" ] || { step gin FAIL "no nt-devapi-mpi in the pack (pack.sh needs mpicc)"; continue; }
-      CUDA_VISIBLE_DEVICES=0,1 NT=$P/nt-devapi-mpi LIBDIR=$L PROCS_BIN=$P/nt-devapi/devapi_procs \
-        BIDIR_BIN=$P/bidir_port_channel OUT=$OUT/gin timeout 400 bash "$ROOT/tests/gpu/gin_hosts.sh" >"$OUT/gin.txt" 2>&1
-      rc=$?
-      [ $rc = 0 ] && step gin PASS "(table: $OUT/gin.txt)" || step gin FAIL "rc $rc (see $OUT/gin.txt)"
-      ;;
-    matrix) tail -100 "$OUT/matrix.txt" ;;
+    dvn) tail -60 "$OUT/dvn.txt" 2>/dev/null ;;
+    gin) tail -30 "$OUT/gin.txt" 2>/dev/null ;;
+    bidir) grep -hE "Bidir|reference" "$OUT"/bidir-*.log 2>/dev/null ;;
+    matrix) tail -100 "$OUT/matrix.txt" 2>/dev/null ;;
   esac
 done
 echo "== session: $NGPU GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
