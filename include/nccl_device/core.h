@@ -9,7 +9,10 @@
  *
  * A window (ncclWindow_t) is a pointer to device memory holding the
  * window's base on every rank of this rank's LSA team (the ranks of its
- * host), so that ncclGetLsaPointer is one load and an add.
+ * host), and the same addresses as one range: the library maps the peers'
+ * allocations (ncclMemAlloc memory, the same offset on every rank) side by
+ * side, so that ncclGetLsaPointer is arithmetic on two loop-invariant
+ * loads, as NCCL's is.
  */
 #ifndef ANYCCL_NCCL_DEVICE_CORE_H
 #define ANYCCL_NCCL_DEVICE_CORE_H
@@ -77,7 +80,8 @@ struct ncclWindow_vidmem {
   void* winHost;                      /* the library's record */
   int ginMem;                         /* its memory in the communicator's GIN proxy (the same id on every
                                          rank), -1: none (GIN puts into it reach LSA peers only) */
-  int pad;
+  uint32_t lsaStride4G;               /* LSA peer p's window at lsaFlat + p * lsaStride4G * 4 GiB (the */
+  char* lsaFlat;                      /* peers' ncclMemAlloc allocations mapped side by side, here) */
 };
 
 /* A GIN operation for a rank outside the LSA team (another host), written
@@ -292,29 +296,42 @@ enum { ANYCCL_DEV_ERR_TIMEOUT = 16, ANYCCL_DEV_ERR_UNREACHABLE = 17 };
 
 /* ---- windows and pointers (device) --------------------------------------- */
 #if defined(__CUDACC__)
-/* The table does not change while a kernel can use the window, so its
- * load is a pure function of the address (no volatile, no memory clobber:
- * the compiler may merge and move it) and an ordinary cached load rather
- * than a read-only-path one, which ptxas schedules with a longer latency:
- * in nccl-tests' device kernels that difference alone decides how many of
- * a thread's peer loads are in flight at once (tests/gpu/sass_loops.py). */
-NCCL_DEVICE_INLINE char* anycclWinLsaBase(ncclWindow_t w, int lsaPeer) {
-  unsigned long long p;
-  asm("ld.global.ca.u64 %0, [%1];" : "=l"(p) : "l"(&w->lsaBase[lsaPeer]));
-  return (char*)p;
+/* A window's record does not change while a kernel can use it, so its
+ * loads are pure functions of the address (no volatile, no memory clobber:
+ * the compiler hoists them out of the program's loops) and ordinary cached
+ * loads rather than read-only-path ones, which ptxas schedules with a
+ * longer latency (tests/gpu/sass_loops.py). */
+NCCL_DEVICE_INLINE unsigned long long anycclWinWord(const void* p) {
+  unsigned long long v;
+  asm("ld.global.ca.u64 %0, [%1];" : "=l"(v) : "l"(p));
+  return v;
 }
 NCCL_DEVICE_INLINE void* ncclGetLocalPointer(ncclWindow_t w, size_t offset) {
   return (char*)__ldg((const unsigned long long*)&w->localBase) + offset;
 }
-/* peer: a member of this rank's LSA team. */
+/* peer: a member of this rank's LSA team. Arithmetic only: the peers'
+ * allocations are mapped side by side. */
 NCCL_DEVICE_INLINE void* ncclGetLsaPointer(ncclWindow_t w, size_t offset, int peer) {
-  return anycclWinLsaBase(w, peer) + offset;
+  unsigned stride4G;
+  asm("ld.global.ca.u32 %0, [%1];" : "=r"(stride4G) : "l"(&w->lsaStride4G));
+  /* Slots 4 GiB apart: only the high word depends on the peer. The add is
+   * opaque to the compiler, which then keeps more of a thread's guarded
+   * peer loads in flight in nccl-tests' vectorised kernel (8-load loop:
+   * critical path 3 loads against 4 with a plain 64-bit add). */
+  unsigned long long p;
+  asm("{.reg .u32 lo, hi;\n\t"
+      "mov.b64 {lo, hi}, %1;\n\t"
+      "add.u32 hi, hi, %2;\n\t"
+      "mov.b64 %0, {lo, hi};}"
+      : "=l"(p)
+      : "l"(anycclWinWord(&w->lsaFlat) + offset), "r"((unsigned)peer * stride4G));
+  return (char*)p;
 }
 /* peer: a world rank; NULL when it is not reachable by load/store. */
 NCCL_DEVICE_INLINE void* ncclGetPeerPointer(ncclWindow_t w, size_t offset, int peer) {
   int lsaRank = __ldg(&w->lsaRank), lsaSize = __ldg(&w->lsaSize), world = __ldg(&w->worldRank);
   int lsa = peer - (world - lsaRank);
-  return lsa >= 0 && lsa < lsaSize ? anycclWinLsaBase(w, lsa) + offset : nullptr;
+  return lsa >= 0 && lsa < lsaSize ? ncclGetLsaPointer(w, offset, lsa) : nullptr;
 }
 NCCL_DEVICE_INLINE void* ncclGetPeerPointer(ncclWindow_t w, size_t offset, ncclTeam tm, int peer) {
   return ncclGetPeerPointer(w, offset, anycclTeamToWorld(__ldg(&w->worldRank), tm, peer));

@@ -5,6 +5,8 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
+#include "cuda_exec.h"
+#include "param.h"
 #include "reduce.h"
 #include "rt.h"
 
@@ -76,6 +78,17 @@ NCCL_API(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
   *ptr = NULL;
   if (size == 0) return ncclSuccess;
   NCCLCHECK(anycclRtInit());
+  /* the cuda backend: virtual memory management, as NCCL's (windows map their peers' allocations side by side:
+   * src/backend/cuda_devcomm.c), unless the driver has none */
+  if (anycclRt.kind == ANYCCL_BACKEND_CUDA && acuVmmAlloc != NULL && anycclParamInt(PARAM_CUDA_MEM_VMM)) {
+    int e = acuVmmAlloc(ptr, size);
+    if (e == 0) return ncclSuccess;
+    if (e != 801 /* cudaErrorNotSupported */) {
+      WARN("ncclMemAlloc: %zu bytes: %s (%d)", size, anycclRt.getErrorString(e), e);
+      return ncclUnhandledCudaError;
+    }
+    INFO(NCCL_ALLOC, "ncclMemAlloc: no virtual memory management on this device: cudaMalloc");
+  }
   CUDACHECK(anycclRt.malloc(ptr, size));
   return ncclSuccess;
 }
@@ -83,6 +96,7 @@ NCCL_API(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
 NCCL_API(ncclResult_t, ncclMemFree, (void* ptr)) {
   if (ptr == NULL) return ncclSuccess;
   NCCLCHECK(anycclRtInit());
+  if (anycclRt.kind == ANYCCL_BACKEND_CUDA && acuVmmFree != NULL && acuVmmFree(ptr) == 0) return ncclSuccess;
   CUDACHECK(anycclRt.free(ptr));
   return ncclSuccess;
 }

@@ -6,10 +6,15 @@
  * include/nccl_device/.
  *
  * A window's device record (struct ncclWindow_vidmem) holds the window's
- * address on every LSA peer as mapped here: the buffer itself on this rank,
- * the peer's pointer for ranks of this process (peer access is on between
- * the GPUs of a communicator), a CUDA IPC mapping of the peer's allocation
- * plus the offset for ranks of other processes. Registration and device
+ * address on every LSA peer as mapped here, and the same as one range:
+ * windows lie in ncclMemAlloc memory (src/cuda/vmm.cu), at the same offset
+ * of their allocation on every rank, and each rank maps its LSA peers'
+ * allocations side by side, 4 GiB-aligned slots apart, so that device code
+ * computes a peer's address (as NCCL's symmetric memory does). Peers of
+ * other processes hand their allocation over as a file descriptor
+ * (src/core/fdpass.c). The table holds the buffer itself on this rank, the
+ * peer's pointer for ranks of this process and the flat mapping for others
+ * (host code: the symmetric-window collectives). Registration and device
  * communicator creation are collective (a bootstrap all-gather); inside a
  * group they run at its end (anycclGroupAddJob).
  *
@@ -24,69 +29,14 @@
 #include "checks.h"
 #include "comm.h"
 #include "cuda_exec.h"
+#include "fdpass.h"
 #include "param.h"
 #include "rt.h"
 #include "nccl_device/core.h"
 
-/* src/cuda/devcomm.cu (weak: absent from builds without the cuda backend) */
-__attribute__((weak)) int acuMemGetAddressRange(const void* p, void** base, size_t* size);
 
 #define WIN_MAGIC 0x616e79636357696eULL
 #define DEV_MAGIC 0x616e796363446576ULL
-
-/* ---- peer allocations opened through CUDA IPC, shared and counted --------- */
-struct ipcRef {
-  int dev;
-  unsigned char handle[64];
-  char* base;
-  int refs;
-  struct ipcRef* next;
-};
-static struct ipcRef* ipcRefs;
-static pthread_mutex_t ipcLock = PTHREAD_MUTEX_INITIALIZER;
-
-static int ipcOpen(int dev, const unsigned char* handle, char** base) {
-  int err = 0;
-  pthread_mutex_lock(&ipcLock);
-  struct ipcRef* r = ipcRefs;
-  while (r && !(r->dev == dev && memcmp(r->handle, handle, 64) == 0)) r = r->next;
-  if (r == NULL) {
-    void* p = NULL;
-    err = acuIpcOpenMemHandle(&p, handle);
-    if (err == 0 && (r = calloc(1, sizeof(*r))) == NULL) {
-      acuIpcCloseMemHandle(p);
-      err = 2 /* cudaErrorMemoryAllocation */;
-    }
-    if (err == 0) {
-      r->dev = dev;
-      memcpy(r->handle, handle, 64);
-      r->base = p;
-      r->next = ipcRefs;
-      ipcRefs = r;
-    }
-  }
-  if (err == 0) {
-    r->refs++;
-    *base = r->base;
-  }
-  pthread_mutex_unlock(&ipcLock);
-  return err;
-}
-
-static void ipcClose(char* base) {
-  pthread_mutex_lock(&ipcLock);
-  for (struct ipcRef** pr = &ipcRefs; *pr; pr = &(*pr)->next) {
-    struct ipcRef* r = *pr;
-    if (r->base != base) continue;
-    if (--r->refs == 0) {
-      acuIpcCloseMemHandle(r->base);
-      *pr = r->next;
-      free(r);
-    }
-    break;
-  }
-  pthread_mutex_unlock(&ipcLock);
-}
 
 /* ---- the LSA team ------------------------------------------------------------ */
 static int gcd(int a, int b) {
@@ -125,39 +75,118 @@ struct anycclWin {
   struct ncclComm* comm;
   struct ncclWindow_vidmem* dev; /* the handle the program gets */
   struct ncclWindow_vidmem rec;  /* its content */
-  char* opened[ANYCCL_DEV_MAX_LSA];
+  void* flat; /* the peers' allocations side by side (acuVmmMapFlat) */
+  size_t flatStride, flatSizes[ANYCCL_DEV_MAX_LSA];
   struct anycclWin* next;
 };
 
 struct winMsg {
-  unsigned char ipc[64];
-  uint64_t offset, size, ptr;
-  int ipcOk, pad;
+  uint64_t size, ptr;
+  int vmm, pad;                 /* vmm: the buffer lies in an ncclMemAlloc allocation... */
+  uint64_t allocOff, allocSize; /* ...at this offset of it, of this size */
+  struct anycclFdAddr box;      /* where this rank takes peers' allocations (other processes) */
+  int boxOk, exportable;
 };
 
 static void winFree(struct anycclWin* w) {
   anycclGinUnregister(w->comm, w->rec.ginMem);
-  for (int i = 0; i < ANYCCL_DEV_MAX_LSA; i++)
-    if (w->opened[i]) ipcClose(w->opened[i]);
-  if (w->dev) acuFree(w->dev);
+  if (w->dev) acuFree(w->dev); /* waits for the device, as a deregistration may */
+  if (w->flat) acuVmmUnmapFlat(w->flat, w->rec.lsaSize, w->flatSizes, w->flatStride);
   w->magic = 0;
   free(w);
+}
+
+#define SLOT_4G ((size_t)1 << 32)
+
+/* Maps the LSA peers' allocations side by side (every rank decided alike,
+ * from the same table, that it can): peers of this process from their
+ * pointers, the others from file descriptors they send to this rank's box.
+ * Fills w's flat range and the table. */
+static ncclResult_t winMapFlat(struct ncclComm* comm, struct anycclWin* w, const struct winMsg* all, int first,
+                               struct anycclFdBox* box, int crossProc) {
+  int lsaSize = w->rec.lsaSize, lsaRank = w->rec.lsaRank;
+  const struct winMsg* me = &all[comm->rank];
+  int fds[ANYCCL_DEV_MAX_LSA];
+  void* bases[ANYCCL_DEV_MAX_LSA];
+  size_t maxSize = 0;
+  for (int i = 0; i < lsaSize; i++) {
+    const struct winMsg* m = &all[first + i];
+    int local = comm->peerInfo[first + i].processToken == comm->peerInfo[comm->rank].processToken;
+    bases[i] = local ? (void*)(uintptr_t)(m->ptr - m->allocOff) : NULL;
+    fds[i] = -1;
+    w->flatSizes[i] = m->allocSize;
+    if (m->allocSize > maxSize) maxSize = m->allocSize;
+  }
+  ncclResult_t res = ncclSuccess;
+  if (crossProc) { /* every rank of the team sends its allocation to each rank of another process */
+    struct anycclFdAddr to[ANYCCL_DEV_MAX_LSA];
+    int nTo = 0, nFrom = 0, myFd = -1;
+    for (int i = 0; i < lsaSize; i++)
+      if (bases[i] == NULL) {
+        to[nTo++] = all[first + i].box;
+        nFrom++;
+      }
+    int e = acuVmmExport((void*)(uintptr_t)(me->ptr - me->allocOff), &myFd);
+    if (e != 0) {
+      WARN("ncclCommWindowRegister: exporting this rank's allocation for the other processes: %s (%d)",
+           acuErrorString(e), e);
+      res = ncclUnhandledCudaError;
+    }
+    /* also after a local failure: the peers wait for this rank's descriptor (they fail on the timeout) */
+    if (res == ncclSuccess)
+      res = anycclFdBoxSwap(box, myFd, lsaRank, to, nTo, fds, lsaSize, nFrom, (int)bootstrapTimeoutMs(),
+                            &comm->abortFlag);
+    if (myFd >= 0) close(myFd);
+  }
+  if (res != ncclSuccess) return res;
+  size_t stride = (maxSize + SLOT_4G - 1) / SLOT_4G * SLOT_4G;
+  void* flat = NULL;
+  int e = acuVmmMapFlat(comm->cudaDev, lsaSize, bases, fds, w->flatSizes, stride, &flat);
+  for (int i = 0; i < lsaSize; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  if (e != 0) {
+    WARN("ncclCommWindowRegister: mapping the %d LSA peers' allocations (%zu bytes each at most) side by side: %s "
+         "(%d)", lsaSize, maxSize, acuErrorString(e), e);
+    return ncclUnhandledCudaError;
+  }
+  w->flat = flat;
+  w->flatStride = stride;
+  w->rec.lsaFlat = (char*)flat + me->allocOff;
+  w->rec.lsaStride4G = (uint32_t)(stride / SLOT_4G);
+  for (int i = 0; i < lsaSize; i++) {
+    int q = first + i;
+    w->rec.lsaBase[i] = q == comm->rank ? w->rec.localBase
+                        : bases[i]      ? (char*)(uintptr_t)all[q].ptr
+                                        : w->rec.lsaFlat + i * stride;
+  }
+  return ncclSuccess;
 }
 
 /* Collective over the communicator's ranks; comm->cudaDev is current. */
 static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, int flags, struct anycclWin** out) {
   int n = comm->nRanks, lsaSize, lsaRank;
   anycclLsaTeam(comm, &lsaSize, &lsaRank);
+  int first = comm->rank - lsaRank, crossProc = 0;
+  for (int i = 0; i < lsaSize; i++)
+    crossProc |= comm->peerInfo[first + i].processToken != comm->peerInfo[comm->rank].processToken;
   struct winMsg* all;
   ANYCCL_CALLOC(all, n);
   struct winMsg* me = &all[comm->rank];
-  void* base = NULL;
-  size_t range = 0;
   me->ptr = (uint64_t)(uintptr_t)buff;
   me->size = size;
-  if (acuMemGetAddressRange(buff, &base, &range) == 0 && acuIpcGetMemHandle(me->ipc, base) == 0) {
-    me->offset = (uint64_t)(buff - (char*)base);
-    me->ipcOk = 1;
+  void* abase = NULL;
+  size_t asize = 0;
+  int exportable = 0;
+  if (acuVmmFind != NULL && acuVmmFind(buff, &abase, &asize, &exportable) == 0) {
+    me->vmm = 1;
+    me->allocOff = (uint64_t)(buff - (char*)abase);
+    me->allocSize = asize;
+    me->exportable = exportable;
+  }
+  struct anycclFdBox box = {.sock = -1};
+  if (crossProc && me->vmm && exportable && anycclFdBoxOpen(&box) == ncclSuccess) {
+    me->box = box.addr;
+    me->boxOk = 1;
   }
   /* the GIN proxy's memory id (the same on every rank: this is collective), before the exchange, so that no
    * rank's GIN reaches this window before it is registered here */
@@ -171,13 +200,31 @@ static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, in
          ANYCCL_DEV_MAX_LSA);
     res = ncclInvalidUsage;
   }
+  /* every rank sees the same table: all fail alike, before any rank waits on another */
   for (int q = 0; q < n && res == ncclSuccess; q++)
     if (all[q].size != size && (flags & NCCL_WIN_COLL_SYMMETRIC)) {
-      /* every rank sees the same table: all fail alike */
       WARN("ncclCommWindowRegister: NCCL_WIN_COLL_SYMMETRIC windows must have the same size on every rank: rank %d "
            "registered %llu bytes, rank %d %zu", q, (unsigned long long)all[q].size, comm->rank, size);
       res = ncclInvalidUsage;
     }
+  for (int i = 0; i < lsaSize && res == ncclSuccess; i++) {
+    const struct winMsg* m = &all[first + i];
+    if (!m->vmm) {
+      WARN("ncclCommWindowRegister: rank %d's buffer %p is not ncclMemAlloc memory: windows need it (as NCCL's do), "
+           "so that every peer's window can be mapped in one range; allocate the buffer with ncclMemAlloc",
+           first + i, (void*)(uintptr_t)m->ptr);
+      res = ncclInvalidArgument;
+    } else if (m->allocOff != all[first].allocOff) {
+      WARN("ncclCommWindowRegister: rank %d's buffer starts %llu bytes into its ncclMemAlloc allocation, rank %d's "
+           "%llu: register buffers at the same offset of their allocations on every rank of a host",
+           first + i, (unsigned long long)m->allocOff, first, (unsigned long long)all[first].allocOff);
+      res = ncclInvalidArgument;
+    } else if (crossProc && !(m->exportable && m->boxOk)) {
+      WARN("ncclCommWindowRegister: rank %d cannot hand its allocation to the other processes of its host (%s)",
+           first + i, m->exportable ? "no Unix socket for the exchange" : "the driver gave no shareable handle");
+      res = ncclSystemError;
+    }
+  }
   if (res == ncclSuccess && (w = calloc(1, sizeof(*w))) == NULL) res = ncclSystemError;
   if (res != ncclSuccess) goto fail;
   w->magic = WIN_MAGIC;
@@ -185,31 +232,9 @@ static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, in
   w->rec = (struct ncclWindow_vidmem){.localBase = buff, .size = size, .lsaRank = lsaRank, .lsaSize = lsaSize,
                                       .worldRank = comm->rank, .winFlags = flags, .winHost = w, .ginMem = ginMem};
   ginMem = -1; /* w owns it */
-  for (int i = 0; i < lsaSize; i++) {
-    int q = comm->rank - lsaRank + i;
-    const struct winMsg* m = &all[q];
-    if (q == comm->rank) {
-      w->rec.lsaBase[i] = buff;
-    } else if (comm->peerInfo[q].processToken == comm->peerInfo[comm->rank].processToken) {
-      w->rec.lsaBase[i] = (char*)(uintptr_t)m->ptr;
-    } else if (!m->ipcOk) {
-      WARN("ncclCommWindowRegister: rank %d's buffer %p cannot be shared with other processes (CUDA IPC): allocate "
-           "it with ncclMemAlloc or cudaMalloc", q, (void*)(uintptr_t)m->ptr);
-      res = ncclInvalidUsage;
-      goto fail;
-    } else {
-      char* peerBase = NULL;
-      int e = ipcOpen(comm->cudaDev, m->ipc, &peerBase);
-      if (e != 0) {
-        WARN("ncclCommWindowRegister: mapping rank %d's buffer through CUDA IPC failed: %s (%d)", q, acuErrorString(e),
-             e);
-        res = ncclUnhandledCudaError;
-        goto fail;
-      }
-      w->opened[i] = peerBase;
-      w->rec.lsaBase[i] = peerBase + m->offset;
-    }
-  }
+  res = winMapFlat(comm, w, all, first, &box, crossProc);
+  anycclFdBoxClose(&box);
+  if (res != ncclSuccess) goto fail;
   int e = acuMalloc((void**)&w->dev, sizeof(w->rec));
   if (e == 0) e = acuMemcpyHtoD(w->dev, &w->rec, sizeof(w->rec));
   if (e != 0) {
@@ -221,6 +246,7 @@ static ncclResult_t winCreate(struct ncclComm* comm, char* buff, size_t size, in
   *out = w;
   return ncclSuccess;
 fail:
+  anycclFdBoxClose(&box);
   free(all);
   anycclGinUnregister(comm, ginMem);
   if (w) winFree(w);
@@ -324,7 +350,7 @@ struct anycclDevRec {
 
 static void devRecFree(struct anycclDevRec* d) {
   if (d->resWin) winFree(d->resWin);
-  if (d->res) acuFree(d->res);
+  if (d->res) acuVmmFree(d->res);
   if (d->shadows) acuFree(d->shadows);
   d->magic = 0;
   free(d);
@@ -442,7 +468,7 @@ static ncclResult_t devCreate(struct ncclComm* comm, const ncclDevCommRequiremen
   d->magic = DEV_MAGIC;
   d->comm = comm;
   ncclResult_t res = ncclSuccess;
-  int e = acuMalloc((void**)&d->res, bytes);
+  int e = acuVmmAlloc((void**)&d->res, bytes); /* a window's memory (winCreate) */
   if (e == 0) e = acuMemsetD(d->res, 0, bytes);
   if (e == 0 && nSignals > 0) e = acuMalloc((void**)&d->shadows, (size_t)nSignals * 8);
   if (e == 0 && nSignals > 0) e = acuMemsetD(d->shadows, 0, (size_t)nSignals * 8);

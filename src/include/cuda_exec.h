@@ -321,6 +321,14 @@ ACU_FN int acuStreamIsCapturing(void* stream);              /* 1 while captured 
 ACU_FN int acuIpcGetMemHandle(void* handle64, void* p);
 ACU_FN int acuIpcOpenMemHandle(void** p, const void* handle64);
 ACU_FN int acuIpcCloseMemHandle(void* p);
+/* src/cuda/vmm.cu: ncclMemAlloc's allocations (virtual memory management) and flat maps of peers' ones */
+ACU_FN int acuVmmAlloc(void** p, size_t size); /* cudaErrorNotSupported: no VMM here (use cudaMalloc) */
+ACU_FN int acuVmmFree(void* p);                /* 1: not an acuVmmAlloc allocation */
+ACU_FN int acuVmmFind(const void* p, void** base, size_t* size, int* exportable);
+ACU_FN int acuVmmExport(const void* base, int* fd);
+ACU_FN int acuVmmMapFlat(int dev, int n, void* const* bases, const int* fds, const size_t* sizes, size_t stride,
+                         void** flat);
+ACU_FN void acuVmmUnmapFlat(void* flat, int n, const size_t* sizes, size_t stride);
 ACU_FN int acuMemsetD(void* p, int v, size_t n);                    /* synchronous */
 ACU_FN int acuMemcpyHtoD(void* dst, const void* src, size_t n);     /* synchronous */
 ACU_FN int acuMemcpyDtoH(void* dst, const void* src, size_t n);     /* synchronous */

@@ -20,8 +20,8 @@
 #     each with -c 1 -b 8 -e $MAXBYTES -f 4 -g G for G in 2 and 4 (those the host has).
 #     A run FAILs on a non-zero exit (nccl-tests exits 1 on wrong data), a timeout,
 #     'Out of bounds values : N FAILED' or no result lines.
-#     Then tests/gpu/devapi_procs.cu, one process per GPU (windows mapped through
-#     CUDA IPC): LSA all-reduce, GIN puts with signals and counters, world
+#     Then tests/gpu/devapi_procs.cu, one process per GPU (windows mapped from
+#     the peers' file descriptors): LSA all-reduce, GIN puts with signals and counters, world
 #     barrier, LL all-to-all, 20 iterations checked against a host reference; and
 #     the same on 2 virtual hosts (NCCL_HOSTID): GIN through the proxy.
 #     (SKIP_RUNS=1 skips step 3; SKIP_TORCH=1 step 4.)
@@ -198,7 +198,7 @@ if [ "${SKIP_RUNS:-0}" != 1 ] && [ "$NGPU" -ge 2 ]; then
   fi
 fi
 
-# ---- 3b. across processes (CUDA IPC windows): tests/gpu/devapi_procs.cu ------------
+# ---- 3b. across processes (windows mapped from the peers' file descriptors): tests/gpu/devapi_procs.cu ------------
 PROCS_BIN=${PROCS_BIN:-$NT_BUILD/devapi_procs}
 if [ "${SKIP_NT_BUILD:-0}" != 1 ]; then
   if isolated "$CUDA_HOME/bin/nvcc" -std=c++17 $NVCC_GENCODE -I"$PREFIX/include" "$ROOT/tests/gpu/devapi_procs.cu" \
