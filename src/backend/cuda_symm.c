@@ -259,6 +259,18 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
   return ANYCCL_SYMM_WINDOW_ONLY;
 }
 
+/* Every rank of the communicator in this process (their buffers' pointers
+ * are good on every GPU of it) and ANYCCL_CUDA_SYMM_XPTR: the staged sizes
+ * run over the ranks' own buffers (acuSymm xptr). */
+static int symmXptr(const struct ncclComm* comm) {
+  if (!anycclParamInt(PARAM_CUDA_SYMM_XPTR) || acuPtrPeerReachable == NULL) return 0;
+  for (int q = 0; q < comm->nRanks; q++)
+    if (comm->peerInfo[q].processToken != comm->peerInfo[comm->rank].processToken) return 0;
+  return 1;
+}
+/* This rank's buffer can be offered to its peers as it is. */
+static int symmOwnReachable(const void* p) { return (uintptr_t)p % 16 == 0 && acuPtrPeerReachable(p); }
+
 int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* stream, ncclResult_t* res) {
   if (!acuLaunchSymm) return 0;
   struct anycclSymmChoice ch;
@@ -271,19 +283,32 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   const int useLL = path == ANYCCL_SYMM_LL;
   struct acuSymm a;
   memset(&a, 0, sizeof(a));
-  int staged = 0;
+  int staged = 0, xptr = 0;
   if (ch.rooted || func == FUNC_ALLTOALL || comm->windows == NULL || !anycclWinSymmetric(comm, ph->in, ch.inBytes, a.in) ||
       !anycclWinSymmetric(comm, ph->out, ch.outBytes, a.out)) {
     memset(&a, 0, sizeof(a));
     if (useLL) {
       a.in[comm->rank] = (char*)ph->in; /* LL reads and writes only its own buffers */
       a.out[comm->rank] = ph->out;
+    } else if (path == ANYCCL_SYMM_STAGED && symmXptr(comm)) {
+      /* every rank in this process: the kernels read and write the ranks' own buffers, each rank offering
+       * its buffers' addresses in its pointer slots, or its staging area where its buffers are out of the
+       * peers' reach or not 16-byte aligned (then it copies in and out as the staged kernels do) */
+      xptr = symmOwnReachable(ph->in) && symmOwnReachable(ph->out) ? 1 : 2;
+      for (int q = 0; q < n; q++) a.out[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_XPTR_OFF;
+      for (int q = 0; q < n; q++) a.in[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_STAGE_OFF;
+      a.uin = (char*)ph->in;
+      a.uout = ph->out;
     } else if (path == ANYCCL_SYMM_STAGED) {
       staged = 1; /* the kernels read and write the peers' staging areas */
       for (int q = 0; q < n; q++) a.in[q] = a.out[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_STAGE_OFF;
       a.uin = (char*)ph->in;
       a.uout = ph->out;
-      if (func == FUNC_REDUCESCATTER) a.out[comm->rank] = ph->out; /* reduced straight into it */
+      /* reduce-scatter: reduced straight into my output, unless it is not 16-byte aligned: then into my
+       * block of my staging area (in place) and copied out, so that every rank's vec (which sets the blocks'
+       * shares) is the same */
+      if (func == FUNC_REDUCESCATTER)
+        a.out[comm->rank] = (uintptr_t)ph->out % 16 == 0 ? ph->out : a.in[comm->rank] + ph->count * comm->rank * es;
     } else {
       return 0;
     }
@@ -301,6 +326,10 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
                                                                                          : ACU_SYMM_AR2;
   if (staged) /* all-reduce: two-shot within the staging areas */
     a.algo = func == FUNC_ALLGATHER ? ACU_SYMM_ST_AG : func == FUNC_REDUCESCATTER ? ACU_SYMM_ST_RS : ACU_SYMM_ST_AR;
+  if (xptr) { /* the window algorithms; all-reduce two-shot (one-shot in place would overwrite inputs) */
+    a.algo = func == FUNC_ALLGATHER ? ACU_SYMM_AG : func == FUNC_REDUCESCATTER ? ACU_SYMM_RS : ACU_SYMM_AR2;
+    a.xptr = (uint8_t)xptr;
+  }
   /* two-shot: each rank's share a whole number of vectors */
   a.chunk = ((ph->count + n - 1) / n + vecElems - 1) / vecElems * vecElems;
   a.count = func == FUNC_ALLGATHER ? bytes : ph->count;

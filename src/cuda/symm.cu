@@ -229,18 +229,23 @@ __device__ void copyBytes(char* dst, const char* src, uint64_t beg, uint64_t end
  * rank's chunk; reduce-scatter: its share of every rank's block), and after
  * the second it copies out what they wrote. Units: elements of es bytes
  * (all-gather: bytes, es 1). */
-__device__ void stageCopy(const acuSymm& a, uint64_t es, bool in) {
+enum { STAGE_AG, STAGE_AR, STAGE_RS };
+__device__ void stageCopy(const acuSymm& a, uint64_t es, bool in, int kind) {
   uint64_t beg, end;
   const uint64_t al = a.vec ? 16 / es : 1;
   char* stage = a.in[a.rank];
-  if (a.algo == ACU_SYMM_ST_AG) {
+  if (kind == STAGE_AG) {
     share(a.count, a.vec ? 16 : 1, &beg, &end);
-    copyBytes(stage, a.uin, beg, end);
+    if (in) {
+      copyBytes(stage, a.uin, beg, end);
+    } else { /* (xptr) what every rank pushed into my staging area, at rank * count */
+      for (int q = 0; q < a.nranks; q++) copyBytes(a.uout + a.count * q, stage + a.count * q, beg, end);
+    }
     return;
   }
   for (int q = 0; q < a.nranks; q++) {
     uint64_t c0, len;
-    if (a.algo == ACU_SYMM_ST_AR) {
+    if (kind == STAGE_AR) {
       c0 = a.chunk * q < a.count ? a.chunk * q : a.count;
       len = (c0 + a.chunk < a.count ? c0 + a.chunk : a.count) - c0;
     } else { /* reduce-scatter: rank q's block of my input */
@@ -818,6 +823,30 @@ __device__ void llAlgo(const acuSymm& a) {
   if (threadIdx.x == 0) *epoch = (uint64_t)(sFlag + (two ? 1 : 0)) | (heard && !sStop ? 1ull << 32 : 0);
 }
 
+/* xptr: the window algorithms over what every rank offered (symmKernel):
+ * a copy of the arguments in shared memory with in[] and out[] replaced by
+ * the offers of this block's index. */
+__device__ __noinline__ void symmXptr(const acuSymm& a) {
+  __shared__ acuSymm x;
+  const int words = (int)(sizeof(acuSymm) / 8);
+  for (int i = threadIdx.x; i < words; i += blockDim.x) ((uint64_t*)&x)[i] = ((const uint64_t*)&a)[i];
+  __syncthreads();
+  if (threadIdx.x < a.nranks) {
+    const int q = threadIdx.x;
+    const uint64_t* slot = (const uint64_t*)a.out[q] + 2 * blockIdx.x;
+    const uint64_t in = ldRelaxed(slot), out = ldRelaxed(slot + 1);
+    x.in[q] = (char*)in; /* (16-byte aligned: a rank offers its own buffers only when they are) */
+    x.out[q] = (char*)out;
+  }
+  __syncthreads();
+  switch (x.algo == ACU_SYMM_AG ? -1 : (int)x.type) {
+    case -1: gatherPush(x); break;
+    case T_F16: reduceAlgo<T_F16>(x); break;
+    case T_BF16: reduceAlgo<T_BF16>(x); break;
+    default: reduceAlgo<T_F32>(x); break;
+  }
+}
+
 __global__ void __launch_bounds__(ACU_THREADS, 1) symmKernel(const __grid_constant__ acuSymm a) {
   if (threadIdx.x == 0 && a.collSeq) stVolatile(a.opWord, (uint64_t)a.collSeq << 32 | a.sig);
   if (a.algo >= ACU_SYMM_LL_AR) {
@@ -828,19 +857,47 @@ __global__ void __launch_bounds__(ACU_THREADS, 1) symmKernel(const __grid_consta
   if (threadIdx.x == 0) e0 = a.epoch[blockIdx.x];
   __syncthreads();
   const bool staged = a.algo >= ACU_SYMM_ST_AR && a.algo <= ACU_SYMM_ST_RS;
-  const uint64_t es = a.algo == ACU_SYMM_ST_AG ? 1 : a.type == T_F32 ? 4 : 2;
-  if (staged) stageCopy(a, es, true);
-  /* (the staged copies must be visible to the peers: release) */
-  if (!barrier(a, e0 + 1, staged, true)) return;
-  switch (a.algo == ACU_SYMM_AG ? -1 : a.algo == ACU_SYMM_ST_AG ? -2 : (int)a.type) {
-    case -1: gatherPush(a); break;
-    case -2: stagedGather(a); break;
-    case T_F16: reduceAlgo<T_F16>(a); break;
-    case T_BF16: reduceAlgo<T_BF16>(a); break;
-    default: reduceAlgo<T_F32>(a); break;
+  const bool ag = a.algo == ACU_SYMM_ST_AG || a.algo == ACU_SYMM_AG;
+  const int kind = ag ? STAGE_AG : a.algo == ACU_SYMM_ST_AR || a.algo == ACU_SYMM_AR2 ? STAGE_AR : STAGE_RS;
+  const uint64_t es = ag ? 1 : a.type == T_F32 ? 4 : 2;
+  /* xptr 2: my buffers are out of my peers' reach; my staging area stands in for them (all-gather: for my
+   * output; its input only I read) */
+  const bool xstage = a.xptr == 2;
+  char* const stage = a.in[a.rank];
+  if (xstage && ag) { /* my input where my block of the output goes: gatherPush reads it there */
+    uint64_t beg, end;
+    share(a.count, a.vec ? 16 : 1, &beg, &end);
+    copyBytes(stage + a.count * a.rank, a.uin, beg, end);
+  } else if (staged || xstage) {
+    stageCopy(a, es, true, kind);
+  }
+  if (a.xptr && threadIdx.x == 0) { /* what I offer, where the peers' blocks of this index read it */
+    uint64_t* slot = (uint64_t*)a.out[a.rank] + 2 * blockIdx.x;
+    slot[0] = (uint64_t)(!xstage ? a.uin : ag ? stage + a.count * a.rank : stage);
+    /* (reduce-scatter: my block of my staged input becomes my output, in place) */
+    slot[1] = (uint64_t)(!xstage ? a.uout : kind == STAGE_RS ? stage + a.count * a.rank * es : stage);
+  }
+  /* (the staged copies and the offers must be visible to the peers: release) */
+  if (!barrier(a, e0 + 1, staged || a.xptr, true)) return;
+  if (a.xptr) {
+    symmXptr(a);
+  } else {
+    switch (a.algo == ACU_SYMM_AG ? -1 : a.algo == ACU_SYMM_ST_AG ? -2 : (int)a.type) {
+      case -1: gatherPush(a); break;
+      case -2: stagedGather(a); break;
+      case T_F16: reduceAlgo<T_F16>(a); break;
+      case T_BF16: reduceAlgo<T_BF16>(a); break;
+      default: reduceAlgo<T_F32>(a); break;
+    }
   }
   if (!barrier(a, e0 + 2, true)) return;
-  if (a.algo == ACU_SYMM_ST_AR) stageCopy(a, es, false);
+  if (a.algo == ACU_SYMM_ST_AR || (xstage && kind != STAGE_RS)) stageCopy(a, es, false, kind);
+  /* reduce-scatter into my staging area (my output is misaligned, or out of my peers' reach): copy it out */
+  if ((a.algo == ACU_SYMM_ST_RS && a.out[a.rank] != a.uout) || (xstage && kind == STAGE_RS)) {
+    uint64_t beg, end;
+    share(a.count, a.vec ? 16 / es : 1, &beg, &end); /* the share this block reduced */
+    copyBytes(a.uout, stage + a.count * a.rank * es, beg * es, end * es);
+  }
   if (threadIdx.x == 0) a.epoch[blockIdx.x] = e0 + 2;
 }
 

@@ -271,4 +271,32 @@ void acuVmmUnmapFlat(void* flat, int n, const size_t* sizes, size_t stride) {
   p_cuMemAddressFree((CUdeviceptr)flat, stride * n);
 }
 
+/* Device memory a peer GPU of this process reaches through the same
+ * pointer once peer access is on: cudaMalloc's (legacy IPC capable), or
+ * acuVmmAlloc's (mapped for every peer-capable GPU). Not: stream-ordered
+ * pools, managed or host memory, other VMM allocations. */
+typedef CUresult (*ptrAttrFn)(void*, CUpointer_attribute, CUdeviceptr);
+int acuPtrPeerReachable(const void* p) {
+  void* base;
+  size_t size;
+  int exportable;
+  if (acuVmmFind(p, &base, &size, &exportable) == 0) return 1;
+  static ptrAttrFn fn = NULL;
+  static int looked = 0;
+  if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
+    void* f = NULL;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = NULL;
+    cudaGetLastError();
+    fn = (ptrAttrFn)f;
+    __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+  }
+  int legacy = 0;
+  if (fn == NULL || fn(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, (CUdeviceptr)p) != CUDA_SUCCESS)
+    return 0;
+  return legacy != 0;
+}
+
 }  // extern "C"

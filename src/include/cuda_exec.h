@@ -224,6 +224,11 @@ struct acuSymm {
   uint8_t vec;         /* every pointer and rank offset a multiple of 16 bytes */
   uint8_t proto;       /* two-shot LL kernels: 0 LL lines, 1 LL128 lines (NVLink only) */
   int32_t root;        /* ACU_SYMM_LL_BC, ACU_SYMM_LL_RED */
+  uint8_t xptr;        /* ACU_SYMM_AR2/AG/RS on buffers outside windows, every rank in one process: 1, this
+                          rank offers its own buffers, 2, its staging area (buffers its peers cannot reach:
+                          copied in and out as the staged kernels do); in[rank] is my staging area, out[q]
+                          q's pointer slots (ACU_SYMM_XPTR_OFF), where each block leaves what it offers
+                          before the first barrier; the kernel reads every rank's offer after it */
 };
 #define ACU_SYMM_PAD_BYTES (ACU_SYMM_MAX_BLOCKS * ACU_SYMM_MAX_RANKS * 8 + 2 * ACU_SYMM_MAX_BLOCKS * 8)
 #define ACU_SYMM_LL_BYTES ((size_t)ACU_SYMM_LL_BLOCKS * 2 * ACU_SYMM_MAX_RANKS * ACU_SYMM_LL_LINES * 16)
@@ -275,11 +280,15 @@ struct acuP2p {
   struct acuP2pOp ops[ACU_P2P_MAX_OPS];
 };
 
-/* The staging area (ANYCCL_CUDA_SYMM_STAGE bytes) follows the p2p lines, at
- * this offset from the mailbox: mid-size collectives on buffers outside
+/* After the p2p lines, the pointer slots (ACU_SYMM_MAX_BLOCKS x {in, out}):
+ * where each block of a kernel that reads its peers' own buffers (acuSymm
+ * xptr) leaves the addresses it offers them. Then the staging area
+ * (ANYCCL_CUDA_SYMM_STAGE bytes): mid-size collectives on buffers outside
  * windows copy their input there, reduce or gather over the peers' areas,
- * and copy the result out. */
-#define ACU_SYMM_STAGE_OFF ((ACU_P2P_OFF + ACU_P2P_BYTES + 255) / 256 * 256)
+ * and copy the result out. Offsets from the mailbox. */
+#define ACU_SYMM_XPTR_OFF ((ACU_P2P_OFF + ACU_P2P_BYTES + 255) / 256 * 256)
+#define ACU_SYMM_XPTR_BYTES (ACU_SYMM_MAX_BLOCKS * 16)
+#define ACU_SYMM_STAGE_OFF (ACU_SYMM_XPTR_OFF + ACU_SYMM_XPTR_BYTES)
 
 /* Blob capacities. A launch takes the kernel of the smallest size class that
  * holds its blob (1, 2, 4, 8, 16 or 32 KB: exec.cu): the GPU copies the whole
@@ -329,6 +338,8 @@ ACU_FN int acuVmmExport(const void* base, int* fd);
 ACU_FN int acuVmmMapFlat(int dev, int n, void* const* bases, const int* fds, const size_t* sizes, size_t stride,
                          void** flat);
 ACU_FN void acuVmmUnmapFlat(void* flat, int n, const size_t* sizes, size_t stride);
+ACU_FN int acuPtrPeerReachable(const void* p); /* 1: ncclMemAlloc or cudaMalloc memory (peers of one process
+                                                   with peer access can use the pointer), 0: other memory */
 ACU_FN int acuMemsetD(void* p, int v, size_t n);                    /* synchronous */
 ACU_FN int acuMemcpyHtoD(void* dst, const void* src, size_t n);     /* synchronous */
 ACU_FN int acuMemcpyDtoH(void* dst, const void* src, size_t n);     /* synchronous */

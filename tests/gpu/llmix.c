@@ -7,6 +7,12 @@
  *
  *   llmix [ngpus] [batches] [ops per batch] [seed]
  *
+ * LLMIX_SHIFT=1: each rank's buffers of each op start 0 or 1 element (4
+ * bytes) past their allocation, at random: ranks of one collective then
+ * differ in alignment (the one-host kernels that read their peers' own
+ * buffers let a misaligned rank offer its staging area instead).
+ * LLMIX_LARGE=1: sizes up to 16 MB a rank too (the staged range).
+ *
  * Prints "llmix: N ops, 0 wrong" and exits 0 when all match; a wrong
  * element prints the op and exits 1. Builds against any nccl.h (anyccl's
  * or NVIDIA's): tests/gpu/mismatch.sh's build line, or
@@ -39,13 +45,16 @@
 enum { AR, BC, RED, AG, RS, NKINDS };
 static const char* kname[] = {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter"};
 /* per-rank element counts around the LL limits on 2-8 GPUs (8 B - 3 MB of floats, some odd) */
-static const size_t counts[] = {2, 1023, 16384, 50001, 65536, 87381, 131072, 180000, 262144, 349525, 524288, 786433};
+static const size_t counts[] = {2,      1023,   16384,  50001,   65536,   87381,   131072,
+                                180000, 262144, 349525, 524288, 786433, 1048576, 2500001, 4194304};
+#define NSMALL 12 /* up to 3 MB; LLMIX_LARGE adds the rest */
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 
 struct op {
   int kind, root, inplace;
   size_t count; /* AR, BC, RED: the vector; AG, RS: a rank's block */
   float *in[MAXG], *out[MAXG];
+  int shift[MAXG]; /* elements past the allocation's start (LLMIX_SHIFT) */
 };
 
 static uint64_t rng;
@@ -76,7 +85,10 @@ int main(int argc, char** argv) {
     CK(cudaSetDevice(g));
     CK(cudaStreamCreateWithFlags(&st[g], cudaStreamNonBlocking));
   }
-  const size_t maxc = counts[NCOUNTS - 1];
+  const int large = getenv("LLMIX_LARGE") && atoi(getenv("LLMIX_LARGE"));
+  const int shifted = getenv("LLMIX_SHIFT") && atoi(getenv("LLMIX_SHIFT"));
+  const size_t ncounts = large ? NCOUNTS : NSMALL;
+  const size_t maxc = counts[ncounts - 1] + 1;
   const size_t inMax = maxc * n, outMax = maxc * n; /* RS input, AG output */
   struct op* ops = calloc((size_t)per, sizeof(*ops));
   float* host = malloc(outMax * sizeof(float));
@@ -93,15 +105,16 @@ int main(int argc, char** argv) {
     for (int k = 0; k < per; k++) {
       struct op* o = &ops[k];
       o->kind = (int)(rnd() % NKINDS);
-      o->count = counts[rnd() % NCOUNTS];
+      o->count = counts[rnd() % ncounts];
       if (o->kind == AG || o->kind == RS) o->count = (o->count + n - 1) / n;
       o->root = (int)(rnd() % (unsigned)n);
       o->inplace = rnd() % 4 == 0 && o->kind != AG && o->kind != RS;
       const size_t inCount = o->kind == RS ? o->count * n : o->count;
       for (int g = 0; g < n; g++) {
+        o->shift[g] = shifted ? (int)(rnd() % 2) : 0;
         for (size_t i = 0; i < inCount; i++) fill[i] = val(g, i, b * per + k);
         CK(cudaSetDevice(g));
-        CK(cudaMemcpy(o->in[g], fill, inCount * sizeof(float), cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(o->in[g] + o->shift[g], fill, inCount * sizeof(float), cudaMemcpyHostToDevice));
         CK(cudaMemset(o->out[g], 0xff, outMax * sizeof(float)));
       }
     }
@@ -113,13 +126,14 @@ int main(int argc, char** argv) {
       struct op* o = &ops[k];
       NK(ncclGroupStart());
       for (int g = 0; g < n; g++) {
-        float* out = o->inplace ? o->in[g] : o->out[g];
+        float* in = o->in[g] + o->shift[g];
+        float* out = o->inplace ? in : o->out[g] + o->shift[g];
         switch (o->kind) {
-          case AR: NK(ncclAllReduce(o->in[g], out, o->count, ncclFloat32, ncclSum, comms[g], st[g])); break;
-          case BC: NK(ncclBroadcast(o->in[g], out, o->count, ncclFloat32, o->root, comms[g], st[g])); break;
-          case RED: NK(ncclReduce(o->in[g], out, o->count, ncclFloat32, ncclSum, o->root, comms[g], st[g])); break;
-          case AG: NK(ncclAllGather(o->in[g], out, o->count, ncclFloat32, comms[g], st[g])); break;
-          default: NK(ncclReduceScatter(o->in[g], out, o->count, ncclFloat32, ncclSum, comms[g], st[g])); break;
+          case AR: NK(ncclAllReduce(in, out, o->count, ncclFloat32, ncclSum, comms[g], st[g])); break;
+          case BC: NK(ncclBroadcast(in, out, o->count, ncclFloat32, o->root, comms[g], st[g])); break;
+          case RED: NK(ncclReduce(in, out, o->count, ncclFloat32, ncclSum, o->root, comms[g], st[g])); break;
+          case AG: NK(ncclAllGather(in, out, o->count, ncclFloat32, comms[g], st[g])); break;
+          default: NK(ncclReduceScatter(in, out, o->count, ncclFloat32, ncclSum, comms[g], st[g])); break;
         }
       }
       NK(ncclGroupEnd());
@@ -150,11 +164,13 @@ int main(int argc, char** argv) {
           want[i] = (float)s;
         }
         CK(cudaSetDevice(g));
-        CK(cudaMemcpy(host, o->inplace ? o->in[g] : o->out[g], outCount * sizeof(float), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(host, (o->inplace ? o->in[g] : o->out[g]) + o->shift[g], outCount * sizeof(float),
+                      cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < outCount; i++)
           if (host[i] != want[i]) {
-            fprintf(stderr, "llmix: batch %d op %d %s count %zu root %d%s rank %d: element %zu is %g, want %g\n", b, k,
-                    kname[o->kind], o->count, o->root, o->inplace ? " in place" : "", g, i, host[i], want[i]);
+            fprintf(stderr, "llmix: batch %d op %d %s count %zu root %d%s rank %d (shift %d): element %zu is %g, want %g\n",
+                    b, k, kname[o->kind], o->count, o->root, o->inplace ? " in place" : "", g, o->shift[g], i, host[i],
+                    want[i]);
             wrong++;
             break;
           }

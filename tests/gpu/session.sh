@@ -9,7 +9,8 @@
 #
 # Steps (each under a timeout; logs and tables under $OUT, default gpu-out/session):
 #   llmix   tests/gpu/llmix.c on N, N-1 ... 2 GPUs: random back-to-back mixes
-#           of the one-host kernels, every element checked
+#           of the one-host kernels, every element checked (and to 16 MB with
+#           shifted buffers: LLMIX_LARGE, LLMIX_SHIFT)
 #   devapi  tests/gpu/devapi.sh with the packed builds: nccl-tests' -R 2 -D 1..4
 #           runs with -c 1 on 2 and 4 GPUs, devapi_procs, import torch,
 #           torch.distributed
@@ -58,6 +59,10 @@ for st in $STEPS; do
       for g in $(seq "$NGPU" -1 2); do
         LD_LIBRARY_PATH=$L timeout 150 "$P/llmix" "$g" 40 8 $((g + 11)) >"$OUT/llmix-$g.log" 2>&1 || ok=0
         tail -1 "$OUT/llmix-$g.log" >>"$OUT/llmix.txt"
+        # to 16 MB, ranks' buffers shifted by 0 or 4 bytes at random (the in-place kernels' mixed offers)
+        LLMIX_LARGE=1 LLMIX_SHIFT=1 LD_LIBRARY_PATH=$L timeout 150 "$P/llmix" "$g" 20 8 $((g + 31)) \
+          >"$OUT/llmix-$g-large.log" 2>&1 || ok=0
+        tail -1 "$OUT/llmix-$g-large.log" >>"$OUT/llmix.txt"
       done
       [ $ok = 1 ] && step llmix PASS "$(tr '\n' ';' <"$OUT/llmix.txt")" || step llmix FAIL "(see $OUT/llmix-*.log)"
       ;;
