@@ -151,7 +151,8 @@ static ncclResult_t importMem(struct anycclProxyService* s, int peer, const stru
   } else if (kind == CONN_IPC) {
     if (!w->ipcOk) {
       WARN("port: rank %d's memory %d cannot be shared with other processes: register memory from cudaMalloc "
-           "(anyccl-cpu device memory), not host memory", peer, w->id);
+           "(anyccl-cpu device memory), not host memory, nor ncclMemAlloc memory on GPUs (a cuMemCreate allocation, "
+           "which CUDA IPC does not share; ANYCCL_CUDA_MEM_VMM=0 makes ncclMemAlloc a cudaMalloc)", peer, w->id);
       return ncclInvalidUsage;
     }
     NCCLCHECK(importAlloc(s, peer, &w->ipc, w->off, "registered memory", &m.ptr, &m.ipcBase));
