@@ -482,6 +482,7 @@ void anycclCudaFree(struct ncclComm* comm) {
   if (comm->devConns) acuFree(comm->devConns);
   if (comm->devScratch) acuFree(comm->devScratch);
   if (comm->devSeg) segRelease(comm);
+  anycclCudaSymmMapsFree(comm);
   if (comm->cuShared) acuFreeHost(comm->cuShared);
   if (comm->cuTimeline) {
     timelineWrite(comm);

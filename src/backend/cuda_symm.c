@@ -283,7 +283,7 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
   const int useLL = path == ANYCCL_SYMM_LL;
   struct acuSymm a;
   memset(&a, 0, sizeof(a));
-  int staged = 0, xptr = 0;
+  int staged = 0, xptr = 0, mapped = 0;
   if (ch.rooted || func == FUNC_ALLTOALL || comm->windows == NULL || !anycclWinSymmetric(comm, ph->in, ch.inBytes, a.in) ||
       !anycclWinSymmetric(comm, ph->out, ch.outBytes, a.out)) {
     memset(&a, 0, sizeof(a));
@@ -299,6 +299,10 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
       for (int q = 0; q < n; q++) a.in[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_STAGE_OFF;
       a.uin = (char*)ph->in;
       a.uout = ph->out;
+    } else if (path == ANYCCL_SYMM_STAGED && acuStreamIsCapturing(stream) &&
+               (mapped = anycclCudaSymmMapped(comm, ph->in, ph->out, a.in, a.out, res)) != 0) {
+      /* ranks of several processes, captured: the window algorithms on the ranks' own buffers, mapped here */
+      if (mapped == 1) return 1; /* the exchange failed: *res says why */
     } else if (path == ANYCCL_SYMM_STAGED) {
       staged = 1; /* the kernels read and write the peers' staging areas */
       for (int q = 0; q < n; q++) a.in[q] = a.out[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_STAGE_OFF;

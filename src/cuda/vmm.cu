@@ -30,7 +30,9 @@ extern "C" {
   X(cuMemSetAccess, (CUdeviceptr, size_t, const CUmemAccessDesc*, size_t))                                 \
   X(cuMemExportToShareableHandle, (void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType,        \
                                    unsigned long long))                                                    \
-  X(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType))
+  X(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType)) \
+  X(cuMemGetAddressRange, (CUdeviceptr*, size_t*, CUdeviceptr))                                           \
+  X(cuPointerGetAttribute, (void*, CUpointer_attribute, CUdeviceptr))
 
 #define VMM_DECL(name, args) static CUresult(*p_##name) args;
 VMM_FNS(VMM_DECL)
@@ -66,9 +68,11 @@ struct vmmAlloc {
   size_t size;
   CUmemGenericAllocationHandle handle;
   int dev, exportable;
+  uint64_t id; /* unique in the process's life: a freed allocation's address may come back, its id not */
   struct vmmAlloc* next;
 };
 static struct vmmAlloc* allocs;
+static uint64_t lastId;
 static pthread_mutex_t allocLock = PTHREAD_MUTEX_INITIALIZER;
 
 static void accessDesc(CUmemAccessDesc* a, int dev) {
@@ -144,7 +148,7 @@ int acuVmmAlloc(void** p, size_t size) {
     return cudaErrorMemoryAllocation;
   }
   free(acc);
-  *a = (struct vmmAlloc){base, size, h, dev, exportable, NULL};
+  *a = (struct vmmAlloc){base, size, h, dev, exportable, __atomic_add_fetch(&lastId, 1, __ATOMIC_RELAXED), NULL};
   pthread_mutex_lock(&allocLock);
   a->next = allocs;
   allocs = a;
@@ -181,7 +185,7 @@ int acuVmmFree(void* p) {
 
 /* 0 when p lies in an allocation of acuVmmAlloc's: its base and size, and
  * whether it can be handed to other processes. */
-int acuVmmFind(const void* p, void** base, size_t* size, int* exportable) {
+int acuVmmFindId(const void* p, void** base, size_t* size, int* exportable, uint64_t* id) {
   int found = 1;
   pthread_mutex_lock(&allocLock);
   for (struct vmmAlloc* a = allocs; a; a = a->next)
@@ -189,11 +193,16 @@ int acuVmmFind(const void* p, void** base, size_t* size, int* exportable) {
       *base = (void*)a->base;
       *size = a->size;
       *exportable = a->exportable;
+      *id = a->id;
       found = 0;
       break;
     }
   pthread_mutex_unlock(&allocLock);
   return found;
+}
+int acuVmmFind(const void* p, void** base, size_t* size, int* exportable) {
+  uint64_t id;
+  return acuVmmFindId(p, base, size, exportable, &id);
 }
 
 /* A file descriptor for the allocation at base (the caller closes it). */
@@ -271,30 +280,28 @@ void acuVmmUnmapFlat(void* flat, int n, const size_t* sizes, size_t stride) {
   p_cuMemAddressFree((CUdeviceptr)flat, stride * n);
 }
 
+/* The allocation p lies in (cuMemGetAddressRange): cudaMalloc's, whose
+ * base CUDA IPC shares (src/backend/cuda_symm_map.c). */
+int acuMemGetAddressRange(const void* p, void** base, size_t* size) {
+  CUdeviceptr b = 0;
+  size_t s = 0;
+  if (!vmmLoaded() || p_cuMemGetAddressRange(&b, &s, (CUdeviceptr)p) != CUDA_SUCCESS) return cudaErrorInvalidValue;
+  *base = (void*)b;
+  *size = s;
+  return cudaSuccess;
+}
+
 /* Device memory a peer GPU of this process reaches through the same
  * pointer once peer access is on: cudaMalloc's (legacy IPC capable), or
  * acuVmmAlloc's (mapped for every peer-capable GPU). Not: stream-ordered
  * pools, managed or host memory, other VMM allocations. */
-typedef CUresult (*ptrAttrFn)(void*, CUpointer_attribute, CUdeviceptr);
 int acuPtrPeerReachable(const void* p) {
   void* base;
   size_t size;
-  int exportable;
+  int exportable, legacy = 0;
   if (acuVmmFind(p, &base, &size, &exportable) == 0) return 1;
-  static ptrAttrFn fn = NULL;
-  static int looked = 0;
-  if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
-    void* f = NULL;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = NULL;
-    cudaGetLastError();
-    fn = (ptrAttrFn)f;
-    __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
-  }
-  int legacy = 0;
-  if (fn == NULL || fn(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, (CUdeviceptr)p) != CUDA_SUCCESS)
+  if (!vmmLoaded() ||
+      p_cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, (CUdeviceptr)p) != CUDA_SUCCESS)
     return 0;
   return legacy != 0;
 }

@@ -163,6 +163,7 @@ struct ncclComm {
   void* cuOrderEvent;            /* recorded after each launch: orders the next one on another stream */
   int cuEventValid;              /* cuOrderEvent marks the last launch (it was not captured) */
   struct anycclWin* windows;     /* device API windows (backend/cuda_devcomm.c) */
+  struct anycclSymmMap* symmMaps; /* peers' ncclMemAlloc allocations mapped here (backend/cuda_symm_map.c) */
   struct anycclDevRec* devComms; /* device communicators */
   struct anycclGinHost* gin;     /* GIN to other hosts: the proxy of the device communicators (backend/cuda_gin.c) */
   int nDevCommsMade;             /* device communicators made so far (their GIN numbers) */
@@ -254,6 +255,12 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
 /* Symmetric-window collectives (backend/cuda_symm.c): 1 if the phase ran
  * that way (launched, or failed into *res), 0 to take the FIFO path. */
 int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* stream, ncclResult_t* res);
+/* Ranks in several processes, a captured staged call (backend/cuda_symm_map.c): the peers' buffers as mapped
+ * here, their ncclMemAlloc allocations exchanged and mapped once. 2: peerIn/peerOut filled; 0: stage (every rank
+ * decides alike); 1: failed into *res. Collective (a bootstrap all-gather). */
+int anycclCudaSymmMapped(struct ncclComm* comm, const void* in, void* out, char** peerIn, char** peerOut,
+                         ncclResult_t* res);
+void anycclCudaSymmMapsFree(struct ncclComm* comm);
 /* A send/recv phase's LL messages (anycclSymmP2pOp): 0 none (the FIFO
  * path for all), 1 all of them ran in the p2p LL kernel (or failed into
  * *res), 2 the LL kernel runs on the communicator's side stream, forked

@@ -334,6 +334,7 @@ ACU_FN int acuIpcCloseMemHandle(void* p);
 ACU_FN int acuVmmAlloc(void** p, size_t size); /* cudaErrorNotSupported: no VMM here (use cudaMalloc) */
 ACU_FN int acuVmmFree(void* p);                /* 1: not an acuVmmAlloc allocation */
 ACU_FN int acuVmmFind(const void* p, void** base, size_t* size, int* exportable);
+ACU_FN int acuVmmFindId(const void* p, void** base, size_t* size, int* exportable, uint64_t* id);
 ACU_FN int acuVmmExport(const void* base, int* fd);
 ACU_FN int acuVmmMapFlat(int dev, int n, void* const* bases, const int* fds, const size_t* sizes, size_t stride,
                          void** flat);
