@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 #include "bootstrap.h"
 #include "checks.h"
 #include "comm.h"
@@ -106,8 +107,8 @@ static ncclResult_t winMapFlat(struct ncclComm* comm, struct anycclWin* w, const
                                struct anycclFdBox* box, int crossProc) {
   int lsaSize = w->rec.lsaSize, lsaRank = w->rec.lsaRank;
   const struct winMsg* me = &all[comm->rank];
-  int fds[ANYCCL_DEV_MAX_LSA];
-  void* bases[ANYCCL_DEV_MAX_LSA];
+  int fds[ANYCCL_DEV_MAX_LSA] = {0};     /* (each filled below, for the lsaSize peers) */
+  void* bases[ANYCCL_DEV_MAX_LSA] = {0};
   size_t maxSize = 0;
   for (int i = 0; i < lsaSize; i++) {
     const struct winMsg* m = &all[first + i];
