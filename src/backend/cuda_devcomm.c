@@ -35,7 +35,6 @@
 #include "rt.h"
 #include "nccl_device/core.h"
 
-
 #define WIN_MAGIC 0x616e79636357696eULL
 #define DEV_MAGIC 0x616e796363446576ULL
 

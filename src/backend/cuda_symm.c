@@ -295,8 +295,10 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
        * its buffers' addresses in its pointer slots, or its staging area where its buffers are out of the
        * peers' reach or not 16-byte aligned (then it copies in and out as the staged kernels do) */
       xptr = symmOwnReachable(ph->in) && symmOwnReachable(ph->out) ? 1 : 2;
-      for (int q = 0; q < n; q++) a.out[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_XPTR_OFF;
-      for (int q = 0; q < n; q++) a.in[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_STAGE_OFF;
+      for (int q = 0; q < n; q++) {
+        a.in[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_STAGE_OFF;
+        a.out[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_XPTR_OFF;
+      }
       a.uin = (char*)ph->in;
       a.uout = ph->out;
     } else if (path == ANYCCL_SYMM_STAGED && acuStreamIsCapturing(stream) &&

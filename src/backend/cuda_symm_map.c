@@ -28,9 +28,6 @@
 #include "fdpass.h"
 #include "param.h"
 
-/* src/cuda/vmm.cu (weak: absent from builds without the cuda backend) */
-__attribute__((weak)) int acuMemGetAddressRange(const void* p, void** base, size_t* size);
-
 enum { KIND_VMM = 1, KIND_IPC = 2 };
 
 struct anycclSymmMap {

@@ -341,6 +341,7 @@ ACU_FN int acuVmmMapFlat(int dev, int n, void* const* bases, const int* fds, con
 ACU_FN void acuVmmUnmapFlat(void* flat, int n, const size_t* sizes, size_t stride);
 ACU_FN int acuPtrPeerReachable(const void* p); /* 1: ncclMemAlloc or cudaMalloc memory (peers of one process
                                                    with peer access can use the pointer), 0: other memory */
+ACU_FN int acuMemGetAddressRange(const void* p, void** base, size_t* size); /* the allocation p lies in */
 ACU_FN int acuMemsetD(void* p, int v, size_t n);                    /* synchronous */
 ACU_FN int acuMemcpyHtoD(void* dst, const void* src, size_t n);     /* synchronous */
 ACU_FN int acuMemcpyDtoH(void* dst, const void* src, size_t n);     /* synchronous */
