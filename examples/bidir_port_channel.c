@@ -118,9 +118,12 @@ __global__ void bidirKernel(struct anycclPortChannel ch, int rank, uint64_t byte
     *result = iters > 0 ? bidirRounds(ch, rank, bytes, iters) : pairBarrierDev(ch);
 }
 static ncclResult_t runRounds(struct anycclPortChannel* ch, int rank, uint64_t bytes, int iters) {
-  static __thread int* res; /* the rank's result word, allocated once (not in the timed rounds) */
+  /* the rank's result word, allocated once (not in the timed rounds): pinned
+   * host memory the kernel stores into (a managed word would migrate on
+   * every launch and read, tens of microseconds each way) */
+  static __thread int* res;
   int h = ncclUnhandledCudaError;
-  if (res == NULL && cudaMallocManaged((void**)&res, sizeof(int), cudaMemAttachGlobal) != cudaSuccess)
+  if (res == NULL && cudaHostAlloc((void**)&res, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
     return ncclUnhandledCudaError;
   bidirKernel<<<1, 1>>>(*ch, rank, bytes, iters, res);
   if (cudaDeviceSynchronize() == cudaSuccess) h = *res;

@@ -59,7 +59,7 @@ static void svcSetup(struct fuzzIn* in, struct fuzzSvc* f) {
     f->chans[i].src = fuzzByte(in) % f->s.nMems;
   }
   f->s.nSems = fuzzByte(in) % (FUZZ_MEMS + 1);
-  for (int i = 0; i < f->s.nSems; i++) f->sems[i] = (struct portSem){(int)(fuzzByte(in) % 4) - 1, i, 0, 0};
+  for (int i = 0; i < f->s.nSems; i++) f->sems[i] = (struct portSem){(int)(fuzzByte(in) % 4) - 1, i, 0, 0, 0};
 }
 
 static void svcFree(struct fuzzSvc* f) {

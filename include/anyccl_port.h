@@ -76,16 +76,18 @@ struct anycclPortShared {
 
 /* A semaphore's counter: peers add to value, the owner waits on it. */
 struct anycclSemSlot {
-  uint64_t value;
+  uint64_t value;    /* adds of peers' threads (direct signals) and of the proxy on the cpu backend */
   uint32_t sleepers;
   uint32_t pad;
-  char pad2[48];
+  uint64_t proxied;  /* GPUs: the count of signals the peer's proxy stream wrote here (behind its copies) */
+  char pad2[40];
 };
 
 struct anycclPortFifo {
   uint64_t* trig;                  /* 2 words per entry */
   uint64_t* head;                  /* reservations: producers add 1; GPUs: head[1] caches the tail,
-                                      head[2] the last `done` a producer read */
+                                      head[2] the last `done` a producer read, head[3] the `done`
+                                      the proxy stream wrote (0 where it writes none) */
   struct anycclPortShared* shared; /* proxy state */
   uint32_t size;                   /* entries, a power of two */
   uint32_t pad;
@@ -220,23 +222,26 @@ ANYCCL_PORT_DEV void anycclPortAcquire(void) {
 #endif
 }
 
-/* Wait until *counter (+ *extra: GPUs only, NULL on the cpu backend) >=
- * target (bounded, abort-aware). */
-ANYCCL_PORT_DEV uint64_t anycclPortSum(const volatile uint64_t* counter, const volatile uint64_t* extra) {
-  return anycclPortLoad(counter) + (extra ? anycclPortLoad(extra) : 0);
+/* Wait until *counter (+ *counter2 + *extra: GPUs only, NULL on the cpu
+ * backend) >= target (bounded, abort-aware). */
+ANYCCL_PORT_DEV uint64_t anycclPortSum(const volatile uint64_t* counter, const volatile uint64_t* counter2,
+                                       const volatile uint64_t* extra) {
+  return anycclPortLoad(counter) + (counter2 ? anycclPortLoad(counter2) : 0) + (extra ? anycclPortLoad(extra) : 0);
 }
-ANYCCL_PORT_DEV ncclResult_t anycclPortWaitSum(const volatile uint64_t* counter, const volatile uint64_t* extra,
-                                               uint32_t* sleepers, uint64_t target, struct anycclPortShared* shared,
-                                               uint64_t timeoutNs, const char* what) {
+ANYCCL_PORT_DEV ncclResult_t anycclPortWaitSum(const volatile uint64_t* counter, const volatile uint64_t* counter2,
+                                               const volatile uint64_t* extra, uint32_t* sleepers, uint64_t target,
+                                               struct anycclPortShared* shared, uint64_t timeoutNs, const char* what) {
 #if defined(__CUDA_ARCH__)
   (void)sleepers;
   /* counter: device memory, where peer GPUs add (memory channels, direct
-   * port signals); extra: host memory, where proxy threads store. Both
-   * only grow, so a stale extra never lets a wait end early: it is read
-   * every 4th poll (a read of host memory takes about 1 us, of the
-   * counter a few hundred ns). */
+   * port signals); counter2: device memory, where a peer's proxy stream
+   * writes its count behind its copies; extra: host memory, where proxy
+   * threads store. All only grow, so a stale extra never lets a wait end
+   * early: it is read every 4th poll (a read of host memory takes about
+   * 1 us, of the counters a few hundred ns). */
   uint64_t host = extra ? anycclPortLoad(extra) : 0, start = 0;
-  for (uint32_t spins = 1; (int64_t)(anycclPortLoad(counter) + host - target) < 0; spins++) {
+  for (uint32_t spins = 1;
+       (int64_t)(anycclPortLoad(counter) + (counter2 ? anycclPortLoad(counter2) : 0) + host - target) < 0; spins++) {
     if (extra && spins % 4 == 0) host = anycclPortLoad(extra);
     if (spins % 16) continue; /* the state is host memory: not every poll */
     if (start == 0) start = anycclPortNowNs();
@@ -251,7 +256,7 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortWaitSum(const volatile uint64_t* counter,
   anycclPortAcquire();
   return ncclSuccess;
 #else
-  (void)extra;
+  (void)counter2, (void)extra;
   if ((int64_t)(anycclPortLoad(counter) - target) >= 0) return ncclSuccess;
   return anycclPortHostWaitCounter(counter, sleepers, target, shared, timeoutNs, what);
 #endif
@@ -259,7 +264,7 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortWaitSum(const volatile uint64_t* counter,
 ANYCCL_PORT_DEV ncclResult_t anycclPortWaitCounter(const volatile uint64_t* counter, uint32_t* sleepers,
                                                    uint64_t target, struct anycclPortShared* shared,
                                                    uint64_t timeoutNs, const char* what) {
-  return anycclPortWaitSum(counter, NULL, sleepers, target, shared, timeoutNs, what);
+  return anycclPortWaitSum(counter, NULL, NULL, sleepers, target, shared, timeoutNs, what);
 }
 
 /* Reserve a FIFO entry, wait (bounded) while the FIFO is full, write the
@@ -271,17 +276,18 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortPush(const struct anycclPortFifo* f, uint
   /* the fast path reads no host memory: head[1] keeps the last tail a
    * producer read (the state is checked when the FIFO looks full, and by
    * every wait) */
-  uint64_t s = atomicAdd((unsigned long long*)f->head, 1ULL);
-  if (s - *(volatile uint64_t*)(f->head + 1) >= f->size) {
+  uint64_t s = atomicAdd((unsigned long long*)f->head, 1ULL), tail = *(volatile uint64_t*)(f->head + 1);
+  if (s - tail >= f->size) {
     if (*(volatile uint32_t*)&sh->state) return (ncclResult_t)sh->state;
-    atomicMax((unsigned long long*)(f->head + 1), (unsigned long long)anycclPortLoad(&sh->tail));
+    tail = anycclPortLoad(&sh->tail);
+    atomicMax((unsigned long long*)(f->head + 1), (unsigned long long)tail);
   }
 #else
   uint32_t st = __atomic_load_n(&sh->state, __ATOMIC_ACQUIRE);
   if (st) return (ncclResult_t)st;
-  uint64_t s = __atomic_fetch_add(f->head, 1, __ATOMIC_RELAXED);
+  uint64_t s = __atomic_fetch_add(f->head, 1, __ATOMIC_RELAXED), tail = anycclPortLoad(&sh->tail);
 #endif
-  if (s - anycclPortLoad(&sh->tail) >= f->size) {
+  if (s - tail >= f->size) {
     ncclResult_t r = anycclPortWaitCounter(&sh->tail, &sh->tailSleepers, s - f->size + 1, sh, f->timeoutNs,
                                            "port channel: waiting for room in the proxy FIFO");
     if (r != ncclSuccess) return r;
@@ -289,8 +295,14 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortPush(const struct anycclPortFifo* f, uint
   uint64_t* e = f->trig + 2 * (s & (f->size - 1));
 #if defined(__CUDA_ARCH__)
   *(volatile uint64_t*)e = w0;
+  /* the commit is a release store at system scope: the trigger's first
+   * word and this thread's earlier stores (the data a put copies) before it */
+#if __CUDA_ARCH__ >= 700
+  asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(e + 1), "l"(w1 | ANYCCL_TRIG_COMMIT) : "memory");
+#else
   __threadfence_system();
   *(volatile uint64_t*)(e + 1) = w1 | ANYCCL_TRIG_COMMIT;
+#endif
 #else
   __atomic_store_n(e, w0, __ATOMIC_RELAXED);
   __atomic_store_n(e + 1, w1 | ANYCCL_TRIG_COMMIT, __ATOMIC_SEQ_CST);
@@ -358,7 +370,10 @@ ANYCCL_PORT_DEV int anycclPortIdle(const struct anycclPortFifo* f) {
   __threadfence();
 #endif
   if ((int64_t)(cached - h) >= 0) return 1;
-  uint64_t d = anycclPortLoad(&f->shared->done);
+  /* head[3]: the done the proxy stream writes behind its copies (same-host
+   * services); device memory, read before the host's word */
+  uint64_t d = *(volatile uint64_t*)(f->head + 3);
+  if ((int64_t)(d - h) < 0) d = anycclPortLoad(&f->shared->done);
   anycclPortAcquire(); /* the proxy's copies and stores before done, then ours (and the cache's readers') */
   atomicMax((unsigned long long*)(f->head + 2), (unsigned long long)d);
   return (int64_t)(d - h) >= 0;
@@ -488,17 +503,24 @@ ANYCCL_PORT_DEV ncclResult_t anycclPortPushCustom(const struct anycclPortFifo* f
                         NULL);
 }
 
-/* Semaphores. */
+/* Semaphores. The proxied word counts only on GPUs (the cpu backend's
+ * proxy adds to value). */
+#if defined(__CUDA_ARCH__)
+#define ANYCCL_PORT_PROXIED(s) (&(s)->inbound->proxied)
+#else
+#define ANYCCL_PORT_PROXIED(s) ((const volatile uint64_t*)NULL)
+#endif
 ANYCCL_PORT_DEV ncclResult_t anycclSemaphoreWait(const struct anycclPortSemaphore* s) {
   uint64_t want = *s->expected + 1;
-  ncclResult_t r = anycclPortWaitSum(&s->inbound->value, s->hostInbound, &s->inbound->sleepers, want, s->shared,
-                                     s->timeoutNs, "semaphore wait");
+  ncclResult_t r = anycclPortWaitSum(&s->inbound->value, ANYCCL_PORT_PROXIED(s), s->hostInbound, &s->inbound->sleepers,
+                                     want, s->shared, s->timeoutNs, "semaphore wait");
   if (r == ncclSuccess) *s->expected = want;
   return r;
 }
 /* 1 (and the signal consumed) if a signal is there, else 0. */
 ANYCCL_PORT_DEV int anycclSemaphorePoll(const struct anycclPortSemaphore* s) {
-  if ((int64_t)(anycclPortSum(&s->inbound->value, s->hostInbound) - (*s->expected + 1)) < 0) return 0;
+  if ((int64_t)(anycclPortSum(&s->inbound->value, ANYCCL_PORT_PROXIED(s), s->hostInbound) - (*s->expected + 1)) < 0)
+    return 0;
   anycclPortAcquire();
   *s->expected += 1;
   return 1;

@@ -295,6 +295,26 @@ int acuMemGetAddressRange(const void* p, void** base, size_t* size) {
  * pointer once peer access is on: cudaMalloc's (legacy IPC capable), or
  * acuVmmAlloc's (mapped for every peer-capable GPU). Not: stream-ordered
  * pools, managed or host memory, other VMM allocations. */
+static CUresult (*p_cuStreamWriteValue64)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+static pthread_once_t writeOnce = PTHREAD_ONCE_INIT;
+static void writeLoad(void) {
+  cudaDriverEntryPointQueryResult q;
+  void* f = NULL;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess)
+    f = NULL;
+  cudaGetLastError();
+  *(void**)&p_cuStreamWriteValue64 = f;
+}
+int acuStreamWriteValue64(void* stream, void* addr, uint64_t value) {
+  pthread_once(&writeOnce, writeLoad);
+  if (p_cuStreamWriteValue64 == NULL) return cudaErrorNotSupported;
+  return p_cuStreamWriteValue64((CUstream)stream, (CUdeviceptr)addr, value, 0 /* CU_STREAM_WRITE_VALUE_DEFAULT: fenced */) ==
+                 CUDA_SUCCESS
+             ? 0
+             : cudaErrorNotSupported;
+}
+
 int acuPtrPeerReachable(const void* p) {
   void* base;
   size_t size;

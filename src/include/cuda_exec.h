@@ -359,6 +359,10 @@ ACU_FN int acuMemcpyAsync(void* dst, const void* src, size_t n, void* stream);
 ACU_FN int acuStreamCreateNonBlocking(void** stream);
 ACU_FN int acuStreamDestroy(void* stream);
 ACU_FN int acuEventQuery(void* ev);                                 /* 0: complete */
+/* cuStreamWriteValue64: `value` stored at addr (device memory, here or a
+ * peer's mapped here) once the stream's earlier work completed, after a
+ * fence; cudaErrorNotSupported where the driver lacks stream memory ops */
+ACU_FN int acuStreamWriteValue64(void* stream, void* addr, uint64_t value);
 /* cudaThreadExchangeStreamCaptureMode: sets `mode` (2: relaxed) for this thread, returns the old one */
 ACU_FN int acuCaptureModeExchange(int mode);
 

@@ -29,8 +29,9 @@ struct portMem {
 struct portSem {
   int peer;        /* -1: host semaphore */
   int remoteSlot;  /* the peer's slot */
-  uint64_t sent;   /* signals sent (cuda: the value copied to the peer) */
+  uint64_t sent;   /* signals sent (cuda: the value copied to the peer, or stored into its host counter) */
   uint64_t hostValue; /* host semaphore on GPUs: the value last written */
+  uint64_t streamSent; /* GPUs: signals written by the proxy stream into the peer's slot (its `proxied` word) */
 };
 
 struct portChan { int sem, dst, src; };
@@ -167,6 +168,9 @@ struct anycclProxyService {
    * from it and join it again (ANYCCL_PORT_CE_STREAMS) */
   int nSide;
   uint64_t splitMin;
+  int streamSignals; /* GPUs: a signal behind copies is a stream write into the peer's slot, and the stream
+                        writes `done` into head[3] while anyNet is 0 (ANYCCL_PORT_STREAM_SIGNALS) */
+  int anyNet;        /* atomic: a connection to another host exists */
   void* side[PORT_MAX_SIDE];
   void* joinEv[PORT_MAX_SIDE];
   void* forkEv;

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "checks.h"
+#include "cuda_exec.h"
 #include "param.h"
 #include "port.h"
 #include "rt.h"
@@ -332,15 +333,35 @@ static ncclResult_t handleTrigger(struct anycclProxyService* s, uint64_t w0, uin
       /* a CPU store into the peer's host counter, once every copy before it
        * on the stream completed (now, when none is in flight) */
       uint64_t* at = conn->peerHost + sem->remoteSlot;
-      uint64_t v = ++sem->sent;
-      if ((type & ANYCCL_TRIG_PUT) || s->infTail != s->infHead) return cudaTrack(s, seq, at, v);
-      __atomic_store_n(at, v, __ATOMIC_RELEASE);
-      return ncclSuccess;
+      if ((type & ANYCCL_TRIG_PUT) || s->infTail != s->infHead) {
+        /* behind copies: the proxy stream writes its own count into the
+         * peer's slot (fenced after them; a wait adds it), or the store
+         * waits for the copies' event */
+        struct anycclSemSlot* slot = (struct anycclSemSlot*)conn->peerSlots + sem->remoteSlot;
+        if (s->streamSignals && acuStreamWriteValue64(s->stream, &slot->proxied, sem->streamSent + 1) == 0) {
+          sem->streamSent++;
+        } else {
+          s->streamSignals = 0; /* the driver refused it: stores from now on */
+          return cudaTrack(s, seq, at, ++sem->sent);
+        }
+      } else {
+        __atomic_store_n(at, ++sem->sent, __ATOMIC_RELEASE);
+        return ncclSuccess;
+      }
     } else {
       NCCLCHECK(portBumpSlot(s, (struct anycclSemSlot*)conn->peerSlots + sem->remoteSlot, &sem->sent));
     }
   }
-  if (s->cuda && (type & (ANYCCL_TRIG_PUT | ANYCCL_TRIG_SIGNAL))) NCCLCHECK(cudaTrack(s, seq, NULL, 0));
+  if (s->cuda && (type & (ANYCCL_TRIG_PUT | ANYCCL_TRIG_SIGNAL))) {
+    /* Every trigger before this one is complete once the stream gets here
+     * where all of the service's work is on the stream (no network peer,
+     * no handler): tell producers in device memory (head[3]), before the
+     * event below lets this thread publish `done` */
+    if (s->streamSignals && !__atomic_load_n(&s->anyNet, __ATOMIC_ACQUIRE) && s->handler == NULL &&
+        acuStreamWriteValue64(s->stream, s->head + 3, seq + 1) != 0)
+      s->streamSignals = 0;
+    NCCLCHECK(cudaTrack(s, seq, NULL, 0));
+  }
   return ncclSuccess;
 }
 
@@ -466,12 +487,13 @@ static ncclResult_t allocShared(struct anycclProxyService* s) {
     }
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->shared, (void**)&s->sharedDev, sizeof(*s->shared)));
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->trig, (void**)&s->trigDev, trigBytes));
-    CUDACHECK(anycclRt.malloc((void**)&s->head, 4 * sizeof(uint64_t))); /* head, cached tail, cached done */
+    CUDACHECK(anycclRt.malloc((void**)&s->head, 4 * sizeof(uint64_t))); /* head, cached tail, cached done, stream done */
     void* unusedDev;
     CUDACHECK(anycclRt.hostAllocMapped((void**)&s->sigVals, &unusedDev, CUDA_INFLIGHT * sizeof(uint64_t)));
     uint64_t zero[4] = {0, 0, 0, 0};
     CUDACHECK(anycclRt.memcpy(s->head, zero, sizeof(zero)));
     CUDACHECK(anycclRt.streamCreateNonBlocking((cudaStream_t*)&s->stream));
+    s->streamSignals = acuStreamWriteValue64 != NULL && anycclParamInt(PARAM_PORT_STREAM_SIGNALS) != 0;
     int64_t streams = anycclParamInt(PARAM_PORT_CE_STREAMS);
     s->nSide = streams < 1 ? 0 : streams > PORT_MAX_SIDE + 1 ? PORT_MAX_SIDE : (int)streams - 1;
     int64_t splitMin = anycclParamInt(PARAM_PORT_CE_SPLIT_MIN);

@@ -270,6 +270,7 @@ static ncclResult_t portConnect(struct anycclProxyService* s, int peer) {
   if (__atomic_load_n(&c->ready, __ATOMIC_ACQUIRE)) return ncclSuccess;
   c->kind = connKind(s, peer);
   if (c->kind == CONN_NET) {
+    __atomic_store_n(&s->anyNet, 1, __ATOMIC_RELEASE);
     if (s->cuda && s->hostSems == NULL) { /* signals from the network land in the host counters */
       WARN("port: rank %d: peer %d is on another host, and this service has no host semaphore counters "
            "(ANYCCL_PORT_HOST_SIGNALS=0, or cudaHostRegister failed): port channels across hosts need them", s->rank,
@@ -341,7 +342,7 @@ PORT_API ncclResult_t anycclSemaphoreCreate(anycclProxyService_t s, int peer, an
     r = ncclRemoteError;
   }
   if (r == ncclSuccess) {
-    s->sems[slot] = (struct portSem){peer, theirs, 0, 0};
+    s->sems[slot] = (struct portSem){peer, theirs, 0, 0, 0};
     __atomic_store_n(&s->nSems, slot + 1, __ATOMIC_RELEASE);
     *id = slot;
   }
@@ -356,7 +357,7 @@ PORT_API ncclResult_t anycclHostSemaphoreCreate(anycclProxyService_t s, anycclSe
   int slot;
   ncclResult_t r = newSlot(s, fn, &slot);
   if (r == ncclSuccess) {
-    s->sems[slot] = (struct portSem){-1, -1, 0, 0};
+    s->sems[slot] = (struct portSem){-1, -1, 0, 0, 0};
     __atomic_store_n(&s->nSems, slot + 1, __ATOMIC_RELEASE);
     *id = slot;
   }

@@ -64,7 +64,7 @@ ln -sfn nt-nccl "$PACK/gpu-work/nt-anyccl"
 #                               anyccl's headers, NVIDIA's hidden (devapi.sh's build)
 #   gpupack/session/nt-mpi      all_reduce_perf and alltoall_perf with MPI=1 (when mpicc is here)
 #   gpupack/session/nt-devapi-mpi  the same against anyccl's headers (tests/gpu/gin_hosts.sh)
-#   gpupack/session/llmix, bidir_port_channel (the example built with nvcc: GPU kernels)
+#   gpupack/session/llmix, bidir_port_channel (the example built with nvcc: GPU kernels), port_order
 #   gpupack/session.tgz         all of it (carry it; tests/gpu/session.sh unpacks it)
 if [ "${PACK_DEVAPI:-0}" = 1 ]; then
   grep -q nccl_device "$NCCL_TESTS_SRC/src/all_reduce.cu" ||
@@ -95,6 +95,8 @@ if [ "${PACK_DEVAPI:-0}" = 1 ]; then
      -l:libnccl.so.2 -L"$CUDA_HOME/lib64" -lcudart_static -lpthread -ldl -lrt
   "$CUDA_HOME/bin/nvcc" -x cu -std=c++17 $GEN -O2 -I"$S/prefix/include" examples/bidir_port_channel.c \
      -L"$S/prefix/lib" -lnccl -o "$S/bidir_port_channel"
+  "$CUDA_HOME/bin/nvcc" -std=c++17 $GEN -O2 -I"$S/prefix/include" tests/gpu/port_order.cu \
+     -L"$S/prefix/lib" -lnccl -o "$S/port_order"
   for d in nt nt-devapi nt-mpi nt-devapi-mpi; do
     [ -d "$S/$d" ] || continue
     find "$S/$d" -name '*.o' -delete

@@ -15,7 +15,8 @@
 #           runs with -c 1 on 2 and 4 GPUs, devapi_procs, import torch,
 #           torch.distributed
 #   dvn     tests/gpu/devapi_vs_nccl.sh: the -D kernels against NCCL's
-#   bidir   examples/bidir_port_channel on GPUs 0 and 1, threads and processes
+#   bidir   examples/bidir_port_channel on GPUs 0 and 1, threads and processes,
+#           and tests/gpu/port_order.cu (orderings, each signal path counted once)
 #   gin     tests/gpu/gin_hosts.sh on GPUs 0 and 1 as 2 virtual hosts: GIN and port
 #           channels through the proxies (nccl-tests -D 3/-D 4 under mpirun,
 #           devapi_procs hosts, the example -m hosts)
@@ -83,6 +84,12 @@ for st in $STEPS; do
       for m in threads procs; do
         LD_LIBRARY_PATH=$L CUDA_VISIBLE_DEVICES=0,1 timeout 90 "$P/bidir_port_channel" -m $m >"$OUT/bidir-$m.log" 2>&1 || ok=0
         grep -q Succeed "$OUT/bidir-$m.log" || ok=0
+        # the three signal paths of port channels, each counted once
+        for e in ANYCCL_PORT_STREAM_SIGNALS=1 ANYCCL_PORT_STREAM_SIGNALS=0 ANYCCL_PORT_HOST_SIGNALS=0; do
+          [ -x "$P/port_order" ] || break
+          env $e ANYCCL_PORT_TIMEOUT=10 LD_LIBRARY_PATH=$L CUDA_VISIBLE_DEVICES=0,1 timeout 40 "$P/port_order" -m $m -r 24 \
+            >>"$OUT/port-order.log" 2>&1 || { ok=0; echo "(that was $e)" >>"$OUT/port-order.log"; }
+        done
       done
       [ $ok = 1 ] && step bidir PASS || step bidir FAIL "(see $OUT/bidir-*.log)"
       ;;
