@@ -46,13 +46,23 @@ static int symmType(ncclDataType_t t) { return t == ncclFloat32 || t == ncclFloa
  * against 22.4; staged 60.4 us at 8 MB against the FIFO path's 76.9. */
 static int symmRanks(const struct ncclComm* comm) { return comm && comm->nRanks > 2 ? comm->nRanks : 2; }
 
-size_t anycclCudaStageBytes(const struct ncclComm* comm) {
+static size_t stageLimit(const struct ncclComm* comm, int inPlace) {
   int64_t v = anycclParamInt(PARAM_CUDA_SYMM_STAGE);
   if (v <= 0) return 0;
-  if (!anycclParamIsSet(PARAM_CUDA_SYMM_STAGE)) v = v * symmRanks(comm) / 2;
+  if (!anycclParamIsSet(PARAM_CUDA_SYMM_STAGE)) {
+    v = v * symmRanks(comm) / 2;
+    /* on the ranks' own buffers there are no copies in and out: up to
+     * 16 MB on 2 ranks too (2 H100s, -G 10: 16 MB 61.5 us in one process
+     * and 57.5 with a process per GPU, against the FIFO path's 70.4 and
+     * 67.6; staged, with a process per GPU and eager calls, 77.3 against
+     * 71.1) */
+    if (inPlace && v < ((int64_t)16 << 20)) v = (int64_t)16 << 20;
+  }
   if (v > ((int64_t)1 << 30)) v = (int64_t)1 << 30;
   return ((size_t)v + 255) / 256 * 256;
 }
+size_t anycclCudaStageBytes(const struct ncclComm* comm) { return stageLimit(comm, 1); }
+size_t anycclCudaStageCopyBytes(const struct ncclComm* comm) { return stageLimit(comm, 0); }
 
 /* The two-shot LL all-reduce (3+ ranks) up to this many bytes: the
  * parameter as set, else on 3 and 4 ranks, where it was measured, the
@@ -305,7 +315,8 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
                (mapped = anycclCudaSymmMapped(comm, ph->in, ph->out, a.in, a.out, res)) != 0) {
       /* ranks of several processes, captured: the window algorithms on the ranks' own buffers, mapped here */
       if (mapped == 1) return 1; /* the exchange failed: *res says why */
-    } else if (path == ANYCCL_SYMM_STAGED) {
+    } else if (path == ANYCCL_SYMM_STAGED &&
+               (ch.inBytes > ch.outBytes ? ch.inBytes : ch.outBytes) <= anycclCudaStageCopyBytes(comm)) {
       staged = 1; /* the kernels read and write the peers' staging areas */
       for (int q = 0; q < n; q++) a.in[q] = a.out[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_STAGE_OFF;
       a.uin = (char*)ph->in;

@@ -275,7 +275,8 @@ const void* anycclCudaP2pRecvConn(const struct ncclComm* comm, int peer);
 /* The segment's mismatch mailbox (+0), op word (+8) and symmetric-kernel
  * barrier pads (+64) of rank q, as mapped here (cuda_exec.h). */
 char* anycclCudaMailbox(const struct ncclComm* comm, int q);
-size_t anycclCudaStageBytes(const struct ncclComm* comm); /* ANYCCL_CUDA_SYMM_STAGE for this rank count, rounded: the staging area in each segment */
+size_t anycclCudaStageBytes(const struct ncclComm* comm); /* ANYCCL_CUDA_SYMM_STAGE for this rank count, rounded: the staging area in each segment, and the sizes that run in place */
+size_t anycclCudaStageCopyBytes(const struct ncclComm* comm); /* the sizes that stage (copy in and out) */
 size_t anycclCudaSymmLLBytes(const struct ncclComm* comm, int func); /* ANYCCL_CUDA_SYMM_LL for this rank count and collective */
 size_t anycclCudaSymmLL2Bytes(const struct ncclComm* comm); /* ANYCCL_CUDA_SYMM_LL2 for this rank count (0: no two-shot) */
 size_t anycclCudaSymmLL2RootedBytes(const struct ncclComm* comm, int func); /* ANYCCL_CUDA_SYMM_LL2_ROOTED likewise */

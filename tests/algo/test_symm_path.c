@@ -105,11 +105,12 @@ int main(void) {
       {4, 1, FUNC_ALLGATHER, MB(4), NONE, NONE, 0},
       {8, 1, FUNC_ALLGATHER, MB(1), STAGED, STAGED, 0},
       {8, 1, FUNC_ALLGATHER, MB(4), NONE, NONE, 0},
-      /* 2 ranks: no two-shot; staged to 8 MB */
+      /* 2 ranks: no two-shot; staged to 16 MB (past 8 MB only on the ranks' own buffers: see below) */
       {2, 1, FUNC_ALLREDUCE, MB(1), LL, LL, 0},
       {2, 1, FUNC_BROADCAST, MB(1), LL, LL, 0},
       {2, 1, FUNC_ALLREDUCE, MB(8), STAGED, STAGED, 0},
-      {2, 1, FUNC_ALLREDUCE, MB(16), NONE, NONE, 0},
+      {2, 1, FUNC_ALLREDUCE, MB(16), STAGED, STAGED, 0},
+      {2, 1, FUNC_ALLREDUCE, MB(32), NONE, NONE, 0},
       {2, 1, FUNC_REDUCESCATTER, MB(4), STAGED, STAGED, 0},
       {2, 1, FUNC_ALLGATHER, MB(2), NONE, NONE, 0},
   };
@@ -131,6 +132,21 @@ int main(void) {
                 cases[i].bytes, cases[i].n, blocks, cases[i].blocks);
       }
     }
+  /* the staging area (and the sizes that run on the ranks' own buffers)
+   * against the sizes that copy in and out: 16 / 8 MB on 2 ranks, 16 / 16
+   * on 4, 32 / 32 on 8 */
+  const struct { int n; size_t area, copy; } st[] = {{2, MB(16), MB(8)}, {4, MB(16), MB(16)}, {8, MB(32), MB(32)}};
+  for (size_t i = 0; i < sizeof(st) / sizeof(st[0]); i++) {
+    struct ncclComm c;
+    memset(&c, 0, sizeof(c));
+    c.nRanks = st[i].n;
+    checks++;
+    if (anycclCudaStageBytes(&c) != st[i].area || anycclCudaStageCopyBytes(&c) != st[i].copy) {
+      fails++;
+      fprintf(stderr, "FAIL: %d ranks: staging area %zu and copied sizes to %zu, want %zu and %zu\n", st[i].n,
+              anycclCudaStageBytes(&c), anycclCudaStageCopyBytes(&c), st[i].area, st[i].copy);
+    }
+  }
   printf("%d passed, %d failed\n", checks - fails, fails);
   return fails ? 1 : 0;
 }
