@@ -293,6 +293,17 @@ int anycclMismatchSlot(struct ncclComm* comm, const struct anycclPhase* ph, cons
     sigsDiffer(comm, r, &mine, q, &theirs);
     return 0;
   }
+  /* A net without tags (an NCCL net plugin: NCCL's test() has no room for
+   * anyccl's goodbye) shows the goodbye a peer sends when it destroys or
+   * aborts its communicator as a receive of 0 bytes (the plans send no
+   * empty slots): the peer is gone, it did not call another operation. */
+  if (gbytes == 0 && gtag == 0 && wbytes != 0 && !anycclNetCarriesTags(comm)) {
+    if (warnOnce(comm))
+      WARN("%s: rank %d expected %u bytes from rank %d, which closed its connection (it destroyed or aborted its "
+           "communicator); the communicator is in error (ncclCommAbort it)", anycclFuncName(ph->func), r, wbytes, q);
+    anycclCommSetError(comm, ncclRemoteError);
+    return 0;
+  }
   char text[400], d[128];
   describe(d, sizeof(d), &mine, 0);
   if (ph->func == FUNC_SEND && ANYCCL_TAG_KIND(gtag) == ANYCCL_TAG_P2P && !(gtag & 1u << 29) && !(wtag & 1u << 29))
