@@ -265,7 +265,10 @@ int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, st
   /* (an all-gather in the mesh form moves each block once, straight to
    * every peer: faster than staging it on 2 and 4 H100s, 4-32 MB) */
   const int mesh = func == FUNC_ALLGATHER && c->outBytes <= comm->meshAgMax;
-  if (most <= anycclCudaStageBytes(comm) && comm->forceAlgo < 0 && !mesh) return ANYCCL_SYMM_STAGED;
+  if (most <= anycclCudaStageBytes(comm) && comm->forceAlgo < 0 && !mesh) {
+    c->inPlaceOnly = most > anycclCudaStageCopyBytes(comm);
+    return ANYCCL_SYMM_STAGED;
+  }
   return ANYCCL_SYMM_WINDOW_ONLY;
 }
 
@@ -315,8 +318,7 @@ int anycclCudaSymm(struct ncclComm* comm, const struct anycclPhase* ph, void* st
                (mapped = anycclCudaSymmMapped(comm, ph->in, ph->out, a.in, a.out, res)) != 0) {
       /* ranks of several processes, captured: the window algorithms on the ranks' own buffers, mapped here */
       if (mapped == 1) return 1; /* the exchange failed: *res says why */
-    } else if (path == ANYCCL_SYMM_STAGED &&
-               (ch.inBytes > ch.outBytes ? ch.inBytes : ch.outBytes) <= anycclCudaStageCopyBytes(comm)) {
+    } else if (path == ANYCCL_SYMM_STAGED && !ch.inPlaceOnly) {
       staged = 1; /* the kernels read and write the peers' staging areas */
       for (int q = 0; q < n; q++) a.in[q] = a.out[q] = anycclCudaMailbox(comm, q) + ACU_SYMM_STAGE_OFF;
       a.uin = (char*)ph->in;

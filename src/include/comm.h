@@ -250,6 +250,8 @@ struct anycclSymmChoice {
   int twoShot;             /* LL, 3+ ranks: all-reduce as reduce-scatter then all-gather in LL lines;
                               broadcast as scatter then all-gather; reduce as reduce-scatter then gather */
   int ll128;               /* two-shot: in LL128 lines (NVLink) */
+  int inPlaceOnly;         /* staged: past the sizes that copy in and out; only on the ranks' own buffers,
+                              else the FIFO path */
 };
 int anycclSymmPath(const struct ncclComm* comm, const struct anycclPhase* ph, struct anycclSymmChoice* c);
 /* Symmetric-window collectives (backend/cuda_symm.c): 1 if the phase ran

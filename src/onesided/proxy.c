@@ -330,24 +330,22 @@ static ncclResult_t handleTrigger(struct anycclProxyService* s, uint64_t w0, uin
     if (conn->kind == CONN_NET) {
       NCCLCHECK(portNetSignal(s, sem->peer, sem->remoteSlot, seq));
     } else if (s->cuda && conn->peerHost) {
-      /* a CPU store into the peer's host counter, once every copy before it
-       * on the stream completed (now, when none is in flight) */
       uint64_t* at = conn->peerHost + sem->remoteSlot;
-      if ((type & ANYCCL_TRIG_PUT) || s->infTail != s->infHead) {
-        /* behind copies: the proxy stream writes its own count into the
-         * peer's slot (fenced after them; a wait adds it), or the store
-         * waits for the copies' event */
-        struct anycclSemSlot* slot = (struct anycclSemSlot*)conn->peerSlots + sem->remoteSlot;
-        if (s->streamSignals && acuStreamWriteValue64(s->stream, &slot->proxied, sem->streamSent + 1) == 0) {
-          sem->streamSent++;
-        } else {
-          s->streamSignals = 0; /* the driver refused it: stores from now on */
-          return cudaTrack(s, seq, at, ++sem->sent);
-        }
-      } else {
+      if (!(type & ANYCCL_TRIG_PUT) && s->infTail == s->infHead) {
+        /* nothing in flight: a CPU store into the peer's host counter, now */
         __atomic_store_n(at, ++sem->sent, __ATOMIC_RELEASE);
         return ncclSuccess;
       }
+      /* behind copies: the proxy stream writes its own count into the
+       * `proxied` word of the peer's slot (fenced after them; a wait adds
+       * it); without that (the parameter, or the driver refused it once)
+       * the store into the host counter waits for the copies' event */
+      struct anycclSemSlot* slot = (struct anycclSemSlot*)conn->peerSlots + sem->remoteSlot;
+      if (!s->streamSignals || acuStreamWriteValue64(s->stream, &slot->proxied, sem->streamSent + 1) != 0) {
+        s->streamSignals = 0;
+        return cudaTrack(s, seq, at, ++sem->sent);
+      }
+      sem->streamSent++;
     } else {
       NCCLCHECK(portBumpSlot(s, (struct anycclSemSlot*)conn->peerSlots + sem->remoteSlot, &sem->sent));
     }

@@ -56,8 +56,7 @@ int simSymmPath(const struct anycclSimWorld* w, struct anycclPlan** plans, int p
   }
   /* (the staged kernels as they copy in and out; sizes past that run in
    * place on GPUs, which the model does not tell apart: the FIFO plan) */
-  if (path == ANYCCL_SYMM_STAGED && (c->inBytes > c->outBytes ? c->inBytes : c->outBytes) > anycclCudaStageCopyBytes(comm))
-    return ANYCCL_SYMM_NONE;
+  if (path == ANYCCL_SYMM_STAGED && c->inPlaceOnly) return ANYCCL_SYMM_NONE;
   return path == ANYCCL_SYMM_LL || path == ANYCCL_SYMM_STAGED ? path : ANYCCL_SYMM_NONE;
 }
 

@@ -26,6 +26,7 @@ static int fails, checks;
 enum { NONE, LL, LL128_1, TWO_LL, TWO_LL128, STAGED };
 static const char* names[] = {"none (FIFO)", "one-shot LL", "one-shot LL128", "two-shot LL", "two-shot LL128", "staged"};
 
+static int lastInPlaceOnly; /* the last choice's inPlaceOnly */
 static int choose(int n, int nvlink, int func, size_t bytes, int* blocks) {
   struct ncclComm c;
   memset(&c, 0, sizeof(c));
@@ -46,6 +47,7 @@ static int choose(int n, int nvlink, int func, size_t bytes, int* blocks) {
   struct anycclSymmChoice ch;
   const int path = anycclSymmPath(&c, &ph, &ch);
   *blocks = ch.blocks;
+  lastInPlaceOnly = ch.inPlaceOnly;
   if (path == ANYCCL_SYMM_STAGED) return STAGED;
   if (path != ANYCCL_SYMM_LL) return NONE;
   return ch.twoShot ? (ch.ll128 ? TWO_LL128 : TWO_LL) : ch.ll128 ? LL128_1 : LL;
@@ -145,6 +147,17 @@ int main(void) {
       fails++;
       fprintf(stderr, "FAIL: %d ranks: staging area %zu and copied sizes to %zu, want %zu and %zu\n", st[i].n,
               anycclCudaStageBytes(&c), anycclCudaStageCopyBytes(&c), st[i].area, st[i].copy);
+    }
+  }
+  /* 2 ranks: 8 MB may stage, 16 MB runs only in place; 4 ranks: 16 MB may stage */
+  const struct { int n; size_t bytes; int inPlaceOnly; } ip[] = {{2, MB(8), 0}, {2, MB(16), 1}, {4, MB(16), 0}};
+  for (size_t i = 0; i < sizeof(ip) / sizeof(ip[0]); i++) {
+    int blocks = 0;
+    checks++;
+    if (choose(ip[i].n, 1, FUNC_ALLREDUCE, ip[i].bytes, &blocks) != STAGED || lastInPlaceOnly != ip[i].inPlaceOnly) {
+      fails++;
+      fprintf(stderr, "FAIL: AllReduce of %zu bytes on %d ranks: in place only %d, want staged and %d\n",
+              ip[i].bytes, ip[i].n, lastInPlaceOnly, ip[i].inPlaceOnly);
     }
   }
   printf("%d passed, %d failed\n", checks - fails, fails);
