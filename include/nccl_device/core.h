@@ -33,7 +33,6 @@
 
 /* Ranks of one LSA team (one host) a window can hold. */
 #define ANYCCL_DEV_MAX_LSA 64
-#define ANYCCL_DEV_INLINE_LSA 8
 #define NCCL_GIN_MAX_CONTEXTS 4
 
 typedef uint32_t ncclDevResourceHandle;
@@ -59,6 +58,12 @@ typedef struct ncclLsaBarrierHandle {
   ncclDevResourceHandle_t bufHandle;
   int nBarriers;
 } ncclLsaBarrierHandle_t;
+/* An LSA barrier's resource buffer holds the peers' inboxes (nBarriers x n
+ * words), then this rank's epochs from the next 128-byte line on: the word
+ * index of epoch[0] (lsa_barrier.h). */
+NCCL_HOST_DEVICE_INLINE uint32_t anycclLsaEpochWord(int nBarriers, int n) {
+  return ((uint32_t)nBarriers * (uint32_t)n + 31u) & ~31u;
+}
 
 typedef struct ncclGinBarrierHandle {
   ncclGinSignal_t signal0;
@@ -171,9 +176,11 @@ struct ncclDevComm {
   volatile uint32_t* abortFlag;
   uint64_t timeoutNs; /* bound of every device wait (ANYCCL_DEV_TIMEOUT) */
   /* The resource window's bases, inline: barriers and signals find their
-   * words from the kernel's parameters, with no load of the window first. */
+   * words from the kernel's parameters alone (a load of the window first
+   * would hold up every barrier's stores by a memory round trip). */
   char* resourceLocal;
-  char* resourceLsa[ANYCCL_DEV_INLINE_LSA]; /* LSA peers 0..7; later ones through resourceWindow */
+  char* resourceFlat;         /* LSA peer p's resource buffer at resourceFlat + p * resourceStride4G * 4 GiB */
+  uint32_t resourceStride4G;
   /* GIN to ranks outside the LSA team (other hosts), through the
    * communicator's proxy (src/backend/cuda_gin.c); NULL: none. One pointer,
    * so that the structure stays small for programs built against NVIDIA's
@@ -311,21 +318,25 @@ NCCL_DEVICE_INLINE void* ncclGetLocalPointer(ncclWindow_t w, size_t offset) {
 }
 /* peer: a member of this rank's LSA team. Arithmetic only: the peers'
  * allocations are mapped side by side. */
-NCCL_DEVICE_INLINE void* ncclGetLsaPointer(ncclWindow_t w, size_t offset, int peer) {
-  unsigned stride4G;
-  asm("ld.global.ca.u32 %0, [%1];" : "=r"(stride4G) : "l"(&w->lsaStride4G));
-  /* Slots 4 GiB apart: only the high word depends on the peer. The add is
-   * opaque to the compiler, which then keeps more of a thread's guarded
-   * peer loads in flight in nccl-tests' vectorised kernel (8-load loop:
-   * critical path 3 loads against 4 with a plain 64-bit add). */
+/* Slot `peer` of a flat mapping (slots 4 GiB apart): only the high word
+ * depends on the peer. The add is opaque to the compiler, which then keeps
+ * more of a thread's guarded peer loads in flight in nccl-tests' vectorised
+ * kernel (8-load loop: critical path 3 loads against 4 with a plain 64-bit
+ * add). */
+NCCL_DEVICE_INLINE void* anycclFlatSlot(unsigned long long flat, unsigned stride4G, int peer) {
   unsigned long long p;
   asm("{.reg .u32 lo, hi;\n\t"
       "mov.b64 {lo, hi}, %1;\n\t"
       "add.u32 hi, hi, %2;\n\t"
       "mov.b64 %0, {lo, hi};}"
       : "=l"(p)
-      : "l"(anycclWinWord(&w->lsaFlat) + offset), "r"((unsigned)peer * stride4G));
-  return (char*)p;
+      : "l"(flat), "r"((unsigned)peer * stride4G));
+  return (void*)p;
+}
+NCCL_DEVICE_INLINE void* ncclGetLsaPointer(ncclWindow_t w, size_t offset, int peer) {
+  unsigned stride4G;
+  asm("ld.global.ca.u32 %0, [%1];" : "=r"(stride4G) : "l"(&w->lsaStride4G));
+  return anycclFlatSlot(anycclWinWord(&w->lsaFlat) + offset, stride4G, peer);
 }
 /* peer: a world rank; NULL when it is not reachable by load/store. */
 NCCL_DEVICE_INLINE void* ncclGetPeerPointer(ncclWindow_t w, size_t offset, int peer) {
@@ -345,8 +356,7 @@ NCCL_DEVICE_INLINE void* ncclGetResourceBufferLocalPointer(ncclDevComm const& c,
   return c.resourceLocal + ncclGetResourceBufferOffset(h);
 }
 NCCL_DEVICE_INLINE void* ncclGetResourceBufferLsaPointer(ncclDevComm const& c, ncclDevResourceHandle h, int peer) {
-  if (peer < ANYCCL_DEV_INLINE_LSA) return c.resourceLsa[peer] + ncclGetResourceBufferOffset(h);
-  return ncclGetLsaPointer(c.resourceWindow, ncclGetResourceBufferOffset(h), peer);
+  return anycclFlatSlot((unsigned long long)c.resourceFlat + ncclGetResourceBufferOffset(h), c.resourceStride4G, peer);
 }
 NCCL_DEVICE_INLINE void* ncclGetResourceBufferPeerPointer(ncclDevComm const& c, ncclDevResourceHandle h, ncclTeam t,
                                                           int peer) {

@@ -498,7 +498,8 @@ static ncclResult_t devCreate(struct ncclComm* comm, const ncclDevCommRequiremen
   }
   out->resourceWindow = d->resWin->dev;
   out->resourceLocal = d->resWin->rec.localBase;
-  for (int i = 0; i < ANYCCL_DEV_INLINE_LSA; i++) out->resourceLsa[i] = i < lsaSize ? d->resWin->rec.lsaBase[i] : NULL;
+  out->resourceFlat = d->resWin->rec.lsaFlat; /* LSA rank 0's slot, as the window's */
+  out->resourceStride4G = d->resWin->rec.lsaStride4G;
   out->ginSignalShadows = d->shadows;
   /* NVIDIA's 2.28 ncclDevComm is 200 bytes: programs built against its
    * header (PyTorch) pass one of that size to ncclDevCommCreate */
