@@ -43,16 +43,21 @@ struct ncclLsaBarrierSession {
       : coop(c), comm(dc), team(t), handle(h), index((int)idx), active(true), epoch(0),
         lsa0(dc.lsaRank - t.rank * t.stride) {
     const int last = lsa0 + (t.nRanks - 1) * t.stride; /* members are lsa0 + q * stride */
-    if (multimem || index >= h.nBarriers || dc.resourceWindow == nullptr || t.nRanks < 1 || lsa0 < 0 ||
-        lsa0 >= dc.lsaSize || last < 0 || last >= dc.lsaSize) {
+    const bool bad = multimem || index >= h.nBarriers || dc.resourceLocal == nullptr || t.nRanks < 1 ||
+                     lsa0 < 0 || lsa0 >= dc.lsaSize || last < 0 || last >= dc.lsaSize;
+    /* The count's load is predicated rather than behind a branch, so that the
+     * kernel's parameters for its address and for the checks are fetched at
+     * once (behind a branch: two rounds of constant-cache misses a launch). */
+    uint32_t* w = epochWord();
+    asm volatile("" : "+l"(w)); /* (computed here, before the checks' branch) */
+    if (!bad) epoch = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*w).load(cuda::memory_order_relaxed);
+    if (bad) {
       /* multicast is unsupported; an index past the handle's count or a
        * member outside the LSA team is a bug: report it, then do nothing */
       anycclDevReport(dc, ANYCCL_DEV_ERR_UNREACHABLE);
       active = false;
       team.nRanks = 1;
-      return;
     }
-    epoch = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*epochWord()).load(cuda::memory_order_relaxed);
   }
   NCCL_DEVICE_INLINE ncclLsaBarrierSession(Coop c, ncclDevComm const& dc, ncclTeamTagLsa, uint32_t idx,
                                            bool multimem = false)
