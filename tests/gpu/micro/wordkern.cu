@@ -2,7 +2,9 @@
 // barrier session's count: read at the start, stored at the end), by how the memory was
 // allocated: cudaMalloc; cuMemCreate mapped for this GPU only; cuMemCreate mapped for every
 // GPU (as anyccl's ncclMemAlloc and resource buffers are); the same memory through a second
-// mapping (a flat view, as the device API's windows are read). No NCCL: a single GPU.
+// mapping (a flat view, as the device API's windows are read); then all of it again after
+// cudaDeviceEnablePeerAccess from GPU 0 to GPU 1 (anyccl enables it between the GPUs of a
+// process; NCCL's cuMem path does not). No NCCL; GPU 0 runs the kernels.
 // Each cell: a CUDA graph of 100 kernels (16 blocks of 512 threads), the median of 7 launches,
 // in us a kernel.
 //   nvcc -O3 -arch=sm_90 wordkern.cu -lcuda -o wordkern && ./wordkern
@@ -109,9 +111,15 @@ int main() {
   for (int b = 0; b < 4; b++) CK(cudaMemset(bufs[b], 0, 4096));
   printf("wordkern: us a kernel (graphs of %d, 16 x 512 threads)\n%-18s %8s %8s %8s\n", KERNELS, "memory",
          "empty", "weak", "strong");
-  for (int rep = 0; rep < 2; rep++)
-    for (int b = 0; b < 4; b++)
-      printf("%-18s %8.3f %8.3f %8.3f\n", names[b], timeIt(bufs[b], 0, st), timeIt(bufs[b], 1, st),
-             timeIt(bufs[b], 2, st));
+  for (int peer = 0; peer < (n > 1 ? 2 : 1); peer++) {
+    if (peer) {
+      CK(cudaDeviceEnablePeerAccess(1, 0));
+      printf("(peer access to GPU 1 enabled)\n");
+    }
+    for (int rep = 0; rep < 2; rep++)
+      for (int b = 0; b < 4; b++)
+        printf("%-18s %8.3f %8.3f %8.3f\n", names[b], timeIt(bufs[b], 0, st), timeIt(bufs[b], 1, st),
+               timeIt(bufs[b], 2, st));
+  }
   return 0;
 }
