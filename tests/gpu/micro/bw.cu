@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
+#include "check.h"
 template <int U, int MODE>
 __global__ void __launch_bounds__(512, 1) k(const uint4* __restrict__ a, const uint4* __restrict__ b, uint4* __restrict__ d, size_t nv) {
   size_t per = nv / gridDim.x;

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
+#include "check.h"
 template <int B> struct P { unsigned char b[B]; };
 template <int B> __global__ void k(const __grid_constant__ P<B> p, int* out) {
   // a short kernel that reads its parameters (as ours does) and spins ~2 us

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 #include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
+#include "check.h"
 template <int B> struct P { unsigned char b[B]; };
 template <int B> __global__ void k(P<B> p) { if (p.b[threadIdx.x % B] == 123 && threadIdx.x == 9999) printf("x"); }
 static double now() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count(); }

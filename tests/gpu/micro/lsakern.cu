@@ -25,23 +25,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include "check.h"
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));         \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
-#define NK(x)                                                                   \
-  do {                                                                          \
-    ncclResult_t r_ = (x);                                                      \
-    if (r_ != ncclSuccess) {                                                    \
-      printf("%s:%d %s\n", __FILE__, __LINE__, ncclGetErrorString(r_));         \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
 #define MAXG 8
 #define LOOP 1000
 

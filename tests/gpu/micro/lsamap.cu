@@ -13,8 +13,7 @@
 #include <cstring>
 #include <cuda.h>
 #include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
-#define DK(x) do { CUresult e = (x); if (e) { const char* s; cuGetErrorString(e, &s); printf("%s:%d %s\n", __FILE__, __LINE__, s); exit(1);} } while (0)
+#include "check.h"
 #define MAXG 8
 #define BLOCKS 16
 #define THREADS 512

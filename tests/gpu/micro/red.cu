@@ -2,7 +2,7 @@
 #include "../../../src/cuda/exec.cuh"
 #include <cstdio>
 #include <cstdlib>
-#define CK(x) do { cudaError_t e = (x); if (e) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
+#include "check.h"
 template <int MODE>
 __global__ void __launch_bounds__(ACU_THREADS, 1) kr(const char* a, const char* b, char* d, size_t per, size_t chunk, int type) {
   const char* A = a + per * blockIdx.x; const char* Bp = b + per * blockIdx.x; char* D = d + per * blockIdx.x;

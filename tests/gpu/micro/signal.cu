@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <thread>
 #include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
+#include "check.h"
 
 __global__ void pingpong(volatile unsigned long long* trig, volatile unsigned long long* flag, int n, int first) {
   for (int i = 1; i <= n; i++) {

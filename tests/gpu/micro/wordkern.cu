@@ -13,23 +13,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include "check.h"
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));         \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
-#define DK(x)                                                                   \
-  do {                                                                          \
-    CUresult r_ = (x);                                                          \
-    if (r_ != CUDA_SUCCESS) {                                                   \
-      printf("%s:%d driver error %d\n", __FILE__, __LINE__, (int)r_);           \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
 #define KERNELS 100
 
 // mode 0: empty; 1: every thread loads the word (weak), thread 0 stores it + 1;
