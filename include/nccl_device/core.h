@@ -58,10 +58,12 @@ typedef struct ncclLsaBarrierHandle {
   ncclDevResourceHandle_t bufHandle;
   int nBarriers;
 } ncclLsaBarrierHandle_t;
-/* An LSA barrier's resource buffer holds this rank's epochs (nBarriers
- * words), then the peers' inboxes from the next 128-byte line on: the word
- * index of inbox[0][0] (lsa_barrier.h). */
-NCCL_HOST_DEVICE_INLINE uint32_t anycclLsaInboxWord(int nBarriers) { return ((uint32_t)nBarriers + 31u) & ~31u; }
+/* An LSA barrier's resource buffer holds the peers' inboxes (nBarriers x n
+ * words), then this rank's epochs from the next 128-byte line on: the word
+ * index of epoch[0] (lsa_barrier.h). */
+NCCL_HOST_DEVICE_INLINE uint32_t anycclLsaEpochWord(int nBarriers, int n) {
+  return ((uint32_t)nBarriers * (uint32_t)n + 31u) & ~31u;
+}
 
 typedef struct ncclGinBarrierHandle {
   ncclGinSignal_t signal0;

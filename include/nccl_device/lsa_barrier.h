@@ -3,10 +3,10 @@
  * (ranks whose memory this GPU reaches by load/store).
  *
  * Resource buffer of nBarriers barriers over a team of n ranks (uint32_t):
- *   epoch[nBarriers]        this rank's count of completed syncs (local only)
- *   inbox[nBarriers][n]     inbox[b][q]: epoch that rank q reached on barrier b,
- *                           from the next 128-byte line on (anycclLsaInboxWord):
- *                           the peers' stores never share a line with the counts
+ *   inbox[nBarriers][n]     inbox[b][q]: epoch that rank q reached on barrier b
+ *   epoch[nBarriers]        this rank's count of completed syncs (local only),
+ *                           from the next 128-byte line on (anycclLsaEpochWord):
+ *                           the peers' stores never share a line with them
  * arrive(): a store of epoch+1 into every peer's inbox[b][me] (release
  * when the sync's order asks for it); wait(): loads of my inbox[b][q] (acquire
  * when asked) until each peer's reached epoch+1. Every wait is bounded
@@ -35,27 +35,24 @@ struct ncclLsaBarrierSession {
   NCCL_DEVICE_INLINE uint32_t* state() const {
     return (uint32_t*)ncclGetResourceBufferLocalPointer(comm, handle.bufHandle);
   }
-  NCCL_DEVICE_INLINE uint32_t* inboxes() const { return state() + anycclLsaInboxWord(handle.nBarriers); }
+  NCCL_DEVICE_INLINE uint32_t* epochWord() const {
+    return state() + anycclLsaEpochWord(handle.nBarriers, team.nRanks) + index;
+  }
   NCCL_DEVICE_INLINE ncclLsaBarrierSession(Coop c, ncclDevComm const& dc, ncclTeam t, ncclLsaBarrierHandle h,
                                            uint32_t idx, bool multimem = false, ncclMultimemHandle mm = {})
       : coop(c), comm(dc), team(t), handle(h), index((int)idx), active(true), epoch(0),
         lsa0(dc.lsaRank - t.rank * t.stride) {
     const int last = lsa0 + (t.nRanks - 1) * t.stride; /* members are lsa0 + q * stride */
-    const bool bad = multimem || index >= h.nBarriers || dc.resourceLocal == nullptr || t.nRanks < 1 ||
-                     lsa0 < 0 || lsa0 >= dc.lsaSize || last < 0 || last >= dc.lsaSize;
-    /* The count's load is predicated rather than behind a branch, so that the
-     * kernel's parameters for its address and for the checks are fetched at
-     * once (behind a branch: two rounds of constant-cache misses a launch). */
-    uint32_t* w = state() + index;
-    asm volatile("" : "+l"(w)); /* (computed here, before the checks' branch) */
-    if (!bad) epoch = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*w).load(cuda::memory_order_relaxed);
-    if (bad) {
+    if (multimem || index >= h.nBarriers || dc.resourceWindow == nullptr || t.nRanks < 1 || lsa0 < 0 ||
+        lsa0 >= dc.lsaSize || last < 0 || last >= dc.lsaSize) {
       /* multicast is unsupported; an index past the handle's count or a
        * member outside the LSA team is a bug: report it, then do nothing */
       anycclDevReport(dc, ANYCCL_DEV_ERR_UNREACHABLE);
       active = false;
       team.nRanks = 1;
+      return;
     }
+    epoch = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*epochWord()).load(cuda::memory_order_relaxed);
   }
   NCCL_DEVICE_INLINE ncclLsaBarrierSession(Coop c, ncclDevComm const& dc, ncclTeamTagLsa, uint32_t idx,
                                            bool multimem = false)
@@ -66,7 +63,7 @@ struct ncclLsaBarrierSession {
   ncclLsaBarrierSession(ncclLsaBarrierSession const&) = delete;
   NCCL_DEVICE_INLINE ~ncclLsaBarrierSession() {
     if (active && coop.thread_rank() == 0)
-      cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(state()[index]).store(epoch, cuda::memory_order_relaxed);
+      cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*epochWord()).store(epoch, cuda::memory_order_relaxed);
   }
 
   /* The order says what the barrier publishes and what it takes in: an
@@ -80,14 +77,14 @@ struct ncclLsaBarrierSession {
     for (int i = coop.thread_rank(); i < n - 1; i += coop.size()) {
       const int q = i + (team.rank <= i ? 1 : 0); /* the peers, not me */
       uint32_t* box = (uint32_t*)ncclGetResourceBufferLsaPointer(comm, handle.bufHandle, lsa0 + q * team.stride);
-      box += anycclLsaInboxWord(handle.nBarriers) + index * n + team.rank;
+      box += index * n + team.rank;
       cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*box).store(epoch + 1,
                                                                         nccl::utility::releaseOrderOf(order));
     }
   }
   NCCL_DEVICE_INLINE void wait(Coop, cuda::memory_order order) {
     const int n = team.nRanks;
-    uint32_t* box = inboxes() + index * n;
+    uint32_t* box = state() + index * n;
 #pragma unroll 1
     for (int i = coop.thread_rank(); i < n - 1; i += coop.size()) {
       const int q = i + (team.rank <= i ? 1 : 0);

@@ -118,7 +118,7 @@ NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement,
   memset(outReq, 0, sizeof(*outReq));
   outHandle->nBarriers = nBarriers;
   outHandle->bufHandle = 0;
-  outReq->bufferSize = ((size_t)anycclLsaInboxWord(nBarriers) + (size_t)nBarriers * team.nRanks) * sizeof(uint32_t);
+  outReq->bufferSize = ((size_t)anycclLsaEpochWord(nBarriers, team.nRanks) + (size_t)nBarriers) * sizeof(uint32_t);
   outReq->bufferAlign = 128; /* the epochs on lines of their own */
   outReq->outBufferHandle = &outHandle->bufHandle;
   return ncclSuccess;

@@ -57,11 +57,11 @@ int main(void) {
   ncclDevResourceRequirements_t req;
   ncclLsaBarrierHandle_t lb;
   CHECK(ncclLsaBarrierCreateRequirement(ncclTeamLsa(comms[0]), 16, &lb, &req) == ncclSuccess);
-  /* the epochs, then the inboxes from the next 128-byte line */
-  CHECK(lb.nBarriers == 16 && req.bufferSize == (32 + 16 * N) * 4 && req.bufferAlign == 128 &&
+  /* the inboxes, then the epochs from the next 128-byte line */
+  CHECK(lb.nBarriers == 16 && req.bufferSize == ((16 * N + 31) / 32 * 32 + 16) * 4 && req.bufferAlign == 128 &&
         req.outBufferHandle == &lb.bufHandle);
-  CHECK(ncclLsaBarrierCreateRequirement(ncclTeamLsa(comms[0]), 40, &lb, &req) == ncclSuccess &&
-        req.bufferSize == (64 + 40 * N) * 4);
+  CHECK(ncclLsaBarrierCreateRequirement(ncclTeamLsa(comms[0]), 3, &lb, &req) == ncclSuccess &&
+        req.bufferSize == ((3 * N + 31) / 32 * 32 + 3) * 4);
   ncclGinBarrierHandle_t gb;
   CHECK(ncclGinBarrierCreateRequirement(comms[0], ncclTeamRail(comms[0]), 5, &gb, &req) == ncclSuccess);
   CHECK(req.ginSignalCount == 5 && req.outGinSignalStart == &gb.signal0);

@@ -66,6 +66,9 @@ ln -sfn nt-nccl "$PACK/gpu-work/nt-anyccl"
 #   gpupack/session/nt-devapi-mpi  the same against anyccl's headers (tests/gpu/gin_hosts.sh)
 #   gpupack/session/llmix, bidir_port_channel (the example built with nvcc: GPU kernels), port_order
 #   gpupack/session.tgz         all of it (carry it; tests/gpu/session.sh unpacks it)
+#   gpupack/sass-guard.txt      tests/gpu/sass_guard.sh: nt-devapi's device-API kernels
+#                               against nt's, loop by loop (printed when worse;
+#                               CUOBJDUMP names a cuobjdump where the toolkit has none)
 if [ "${PACK_DEVAPI:-0}" = 1 ]; then
   grep -q nccl_device "$NCCL_TESTS_SRC/src/all_reduce.cu" ||
     { echo "PACK_DEVAPI: $NCCL_TESTS_SRC is older than nccl-tests 2.17 (no device-API kernels)"; exit 2; }
@@ -104,6 +107,13 @@ if [ "${PACK_DEVAPI:-0}" = 1 ]; then
     strip "$S/$d"/*_perf "$S/$d"/devapi_procs 2>/dev/null || true
   done
   rm -f "$S"/prefix/lib/libanyccl-cpu* # (the GPU hosts run the cuda backend)
+  # the device-API kernels' peer loads in flight against NVIDIA's build (a
+  # warning, not a stop: the GPU run measures what it costs)
+  if CUOBJDUMP=${CUOBJDUMP:-} bash tests/gpu/sass_guard.sh "$S/nt" "$S/nt-devapi" >"$PACK/sass-guard.txt" 2>&1; then
+    tail -1 "$PACK/sass-guard.txt"
+  else
+    echo "WARNING: tests/gpu/sass_guard.sh (is cuobjdump there? set CUOBJDUMP):"; cat "$PACK/sass-guard.txt"
+  fi
   tar czf "$PACK/session.tgz" -C "$PACK" session
   ls -la "$PACK/session.tgz"
 fi

@@ -11,6 +11,10 @@
 //   all      both (the whole kernel)
 //   loop     us a barrier in one kernel of 1000 acquire/release pairs (the barrier alone, no
 //            kernel boundary)
+//   word     no device API: every thread loads one word (.relaxed.gpu), thread 0 stores it + 1,
+//            in memory of cudaMalloc's (tests/gpu/micro/wordkern.cu's kernel, here with the
+//            library's communicators and threads alive)
+//   wordw    the same in the rank's send buffer (ncclMemAlloc's memory, registered as a window)
 // Each cell: a CUDA graph of `kernels` kernels a GPU, one process driving n GPUs, timed with
 // events on GPU 0, the median of 7 launches.
 //   nvcc -O3 -arch=sm_90 -std=c++17 -I<nccl.h and nccl_device.h> lsakern.cu -L<lib> -lnccl -o lsakern
@@ -18,13 +22,15 @@
 // barriers: how many LSA barriers the device communicator holds (default: blocks; CTA b uses
 // barrier b), to move the barriers' words within the resource buffer. kernels: a graph's
 // kernels (default 20: the GPUs' graphs start apart by the host's launch calls, a skew that a
-// longer graph spreads thinner).
+// longer graph spreads thinner). LSAKERN_PEER=1: enable peer access between every pair of the
+// GPUs before the communicators exist (anyccl does it at init, NCCL's cuMem path does not).
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <nccl_device.h>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <dirent.h>
 #include "check.h"
 
 #define MAXG 8
@@ -53,6 +59,22 @@ __global__ void part(ncclWindow_t sendwin, ncclWindow_t recvwin, size_t count, i
     }
 }
 
+__global__ void word(unsigned* w) {
+  unsigned* p = w + blockIdx.x;
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  if (threadIdx.x == 0) asm volatile("st.relaxed.gpu.u32 [%0], %1;" ::"l"(p), "r"(v + 1));
+}
+
+static int threadCount() { // this process's threads (the libraries' helpers included)
+  int k = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return -1;
+  for (struct dirent* e; (e = readdir(d)) != nullptr;) k += e->d_name[0] != '.';
+  closedir(d);
+  return k;
+}
+
 int main(int argc, char** argv) {
   int n = 0, blocks = argc > 2 ? atoi(argv[2]) : 16, nbar = argc > 3 ? atoi(argv[3]) : blocks;
   const int KERNELS = argc > 4 ? atoi(argv[4]) : 20;
@@ -62,11 +84,22 @@ int main(int argc, char** argv) {
     printf("lsakern: 2-%d GPUs, 1-128 blocks, at least as many barriers, at least 1 kernel\n", MAXG);
     return 2;
   }
+  const char* peerEnv = getenv("LSAKERN_PEER");
+  if (peerEnv && atoi(peerEnv))
+    for (int g = 0; g < n; g++) {
+      CK(cudaSetDevice(g));
+      for (int h = 0; h < n; h++) {
+        if (h == g) continue;
+        cudaError_t e = cudaDeviceEnablePeerAccess(h, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+        else CK(e);
+      }
+    }
   const size_t bytes = 1 << 21;
   ncclComm_t comms[MAXG];
   ncclDevComm dev[MAXG];
   cudaStream_t st[MAXG];
-  void *sb[MAXG], *rb[MAXG];
+  void *sb[MAXG], *rb[MAXG], *wb[MAXG];
   ncclWindow_t sw[MAXG], rw[MAXG];
   NK(ncclCommInitAll(comms, n, nullptr));
   for (int g = 0; g < n; g++) {
@@ -74,6 +107,8 @@ int main(int argc, char** argv) {
     NK(ncclMemAlloc(&sb[g], bytes));
     NK(ncclMemAlloc(&rb[g], bytes));
     CK(cudaMemset(sb[g], 0, bytes));
+    CK(cudaMalloc(&wb[g], 4096));
+    CK(cudaMemset(wb[g], 0, 4096));
     CK(cudaStreamCreateWithFlags(&st[g], cudaStreamNonBlocking));
   }
   NK(ncclGroupStart());
@@ -92,20 +127,24 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   const size_t counts[] = {2, 8192, 32768};
-  printf("lsakern: %d GPUs, %d blocks, %d barriers, us a kernel (median of 7 graphs of %d)\n", n, blocks, nbar, KERNELS);
-  printf("%8s %8s %8s %8s %8s %8s %8s %8s\n", "bytes", "launch", "session", "sync", "barrier", "data", "all",
-         "loop");
-  const int modes[] = {0, 4, 8, 1, 2, 3, 16}; // the columns
+  printf("lsakern: %d GPUs, %d blocks, %d barriers, peer access %s, %d threads, us a kernel (median of 7 graphs "
+         "of %d)\n", n, blocks, nbar, peerEnv && atoi(peerEnv) ? "enabled first" : "as the library leaves it",
+         threadCount(), KERNELS);
+  printf("%8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "bytes", "launch", "session", "sync", "barrier", "data", "all",
+         "loop", "word", "wordw");
+  const int modes[] = {0, 4, 8, 1, 2, 3, 16, 100, 101}; // the columns (100, 101: the word kernel)
   for (size_t count : counts) {
-    float us[7];
-    for (int col = 0; col < 7; col++) {
+    float us[9];
+    for (int col = 0; col < 9; col++) {
       const int mode = modes[col];
       cudaGraphExec_t ge[MAXG];
       for (int g = 0; g < n; g++) {
         CK(cudaSetDevice(g));
         cudaGraph_t gr;
         CK(cudaStreamBeginCapture(st[g], cudaStreamCaptureModeThreadLocal));
-        for (int k = 0; k < KERNELS; k++) part<<<blocks, 512, 0, st[g]>>>(sw[g], rw[g], count, mode, dev[g]);
+        for (int k = 0; k < KERNELS; k++)
+          if (mode >= 100) word<<<blocks, 512, 0, st[g]>>>((unsigned*)(mode == 100 ? wb[g] : sb[g]));
+          else part<<<blocks, 512, 0, st[g]>>>(sw[g], rw[g], count, mode, dev[g]);
         CK(cudaStreamEndCapture(st[g], &gr));
         CK(cudaGraphInstantiate(&ge[g], gr, 0));
         CK(cudaGraphDestroy(gr));
@@ -127,8 +166,8 @@ int main(int argc, char** argv) {
       us[col] = t[4] * 1e3f / KERNELS / (mode == 16 ? 2 * LOOP : 1);
       for (int g = 0; g < n; g++) CK(cudaGraphExecDestroy(ge[g]));
     }
-    printf("%8zu %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f\n", count * sizeof(float), us[0], us[1], us[2], us[3],
-           us[4], us[5], us[6]);
+    printf("%8zu %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f\n", count * sizeof(float), us[0], us[1], us[2],
+           us[3], us[4], us[5], us[6], us[7], us[8]);
   }
   for (int g = 0; g < n; g++) NK(ncclDevCommDestroy(comms[g], &dev[g]));
   NK(ncclGroupStart());
@@ -141,6 +180,7 @@ int main(int argc, char** argv) {
     CK(cudaSetDevice(g));
     NK(ncclMemFree(sb[g]));
     NK(ncclMemFree(rb[g]));
+    CK(cudaFree(wb[g]));
   }
   for (int g = 0; g < n; g++) NK(ncclCommDestroy(comms[g]));
   return 0;
