@@ -11,6 +11,9 @@
 #   llmix   tests/gpu/llmix.c on N, N-1 ... 2 GPUs: random back-to-back mixes
 #           of the one-host kernels, every element checked (and to 16 MB with
 #           shifted buffers: LLMIX_LARGE, LLMIX_SHIFT)
+#   coll    anyccl's differential suite (tests/coll/coll_test.c, every collective,
+#           type and op against a host reference, grouped and on several
+#           streams): threads and procs on NGPU GPUs, threads on 2
 #   devapi  tests/gpu/devapi.sh with the packed builds: nccl-tests' -R 2 -D 1..4
 #           runs with -c 1 on 2 and 4 GPUs, devapi_procs, import torch,
 #           torch.distributed
@@ -66,6 +69,15 @@ for st in $STEPS; do
         tail -1 "$OUT/llmix-$g-large.log" >>"$OUT/llmix.txt"
       done
       [ $ok = 1 ] && step llmix PASS "$(tr '\n' ';' <"$OUT/llmix.txt")" || step llmix FAIL "(see $OUT/llmix-*.log)"
+      ;;
+    coll)
+      ok=1
+      : >"$OUT/coll.txt"
+      for m in "threads $NGPU" "procs $NGPU" "threads 2"; do
+        LD_LIBRARY_PATH=$L timeout 150 "$P/coll_gpu" $m >"$OUT/coll-${m// /}.log" 2>&1 || ok=0
+        tail -1 "$OUT/coll-${m// /}.log" >>"$OUT/coll.txt"
+      done
+      [ $ok = 1 ] && step coll PASS "$(tr '\n' ';' <"$OUT/coll.txt")" || step coll FAIL "$(tr '\n' ';' <"$OUT/coll.txt")"
       ;;
     devapi)
       PREFIX=$P/prefix NT_BUILD=$P/nt-devapi SKIP_BUILD=1 SKIP_NT_BUILD=1 OUT=$OUT/devapi RUN_TIMEOUT=60 MAXBYTES=8M \
