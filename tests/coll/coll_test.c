@@ -28,6 +28,9 @@
  *   ANYCCL_TEST_HOSTS      procs: put rank r on virtual host r % K (NCCL_HOSTID)
  *   ANYCCL_TEST_VERBOSE    1 prints every call before it is issued
  *   ANYCCL_TEST_ONLY       run only the trial with this id (as printed)
+ *   ANYCCL_TEST_RANGE      FROM:TO, run only plan positions FROM..TO-1 (the order
+ *                          ANYCCL_TEST_VERBOSE prints; a batch cut at TO stays a
+ *                          group of what is left): bisect a failing sequence
  *   ANYCCL_TEST_TIMEOUT    seconds before the watchdog fails the run (default 100)
  *   ANYCCL_TEST_CORRUPT    result | guard | send: corrupt one byte on purpose
  * Exit status: 0 pass, 1 mismatches, 2 a call failed, 3 timeout.
@@ -105,6 +108,21 @@ static void buildPlan(plan_t* p, uint64_t seed, int n) {
     for (int i = 0; i < k; i++)
       if (p->trials[i].id == id) p->trials[m++] = p->trials[i];
     for (int i = 0; i < m; i++) p->batch[i] = 1;
+    p->ntrials = m;
+  }
+  const char* range = getenv("ANYCCL_TEST_RANGE"); /* plan positions [from, to): bisect a sequence */
+  if (range && *range && !(only && *only)) {
+    int from = 0, to = p->ntrials;
+    if (sscanf(range, "%d:%d", &from, &to) != 2 || from < 0 || to > p->ntrials || from >= to) {
+      fprintf(stderr, "ANYCCL_TEST_RANGE=%s: want FROM:TO with 0 <= FROM < TO <= %d\n", range, p->ntrials);
+      exit(2);
+    }
+    while (from > 0 && p->batch[from] == 0) from--; /* whole batches: start at one's head */
+    int m = 0;
+    for (int i = from; i < to; i++, m++) {
+      p->trials[m] = p->trials[i];
+      p->batch[m] = p->batch[i] > to - i ? to - i : p->batch[i];
+    }
     p->ntrials = m;
   }
 }
