@@ -753,9 +753,6 @@ static void itemPrepare(item_t* it, ctx_t* ctx, const trial_t* t) {
     }
   for (int k = 0; k < it->nreg; k++)
     CUDAOK(cudaMemcpy(it->reg[k].dev, it->reg[k].init, it->reg[k].bytes, cudaMemcpyHostToDevice));
-  /* From pageable memory cudaMemcpy may return before its DMA has landed, and
-   * a non-blocking stream does not wait for the legacy stream it ran on */
-  CUDAOK(cudaStreamSynchronize(NULL));
 
   /* the reduction op */
   static const ncclRedOp_t builtin[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
@@ -767,7 +764,6 @@ static void itemPrepare(item_t* it, ctx_t* ctx, const trial_t* t) {
     if (t->op == OP_PREMUL_DEV) {
       CUDAOK(cudaMalloc(&it->devScalar, 8));
       CUDAOK(cudaMemcpy(it->devScalar, &scalar, es, cudaMemcpyHostToDevice));
-      CUDAOK(cudaStreamSynchronize(NULL)); /* (as above) */
       ptr = it->devScalar;
     }
     ncclResult_t res = ncclRedOpCreatePreMulSum(&it->op, ptr, (ncclDataType_t)t->type,
@@ -776,6 +772,9 @@ static void itemPrepare(item_t* it, ctx_t* ctx, const trial_t* t) {
     if (res != ncclSuccess) die("rank %d: ncclRedOpCreatePreMulSum -> %d (%s)", r, res, ncclGetLastError(ctx->comm));
     it->opLive = 1;
   }
+  /* From pageable memory cudaMemcpy may return before its DMA has landed, and
+   * a non-blocking stream does not wait for the legacy stream it ran on */
+  CUDAOK(cudaStreamSynchronize(NULL));
 }
 
 static void* viewPtr(item_t* it, int reg, size_t off) {

@@ -111,8 +111,12 @@ static void buildPlan(plan_t* p, uint64_t seed, int n) {
     p->ntrials = m;
   }
   const char* range = getenv("ANYCCL_TEST_RANGE"); /* plan positions [from, to): bisect a sequence */
-  if (range && *range && !(only && *only)) {
+  if (range && *range) {
     int from = 0, to = p->ntrials;
+    if (only && *only) {
+      fprintf(stderr, "ANYCCL_TEST_ONLY and ANYCCL_TEST_RANGE: set one of them\n");
+      exit(2);
+    }
     if (sscanf(range, "%d:%d", &from, &to) != 2 || from < 0 || to > p->ntrials || from >= to) {
       fprintf(stderr, "ANYCCL_TEST_RANGE=%s: want FROM:TO with 0 <= FROM < TO <= %d\n", range, p->ntrials);
       exit(2);

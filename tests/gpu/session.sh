@@ -73,7 +73,9 @@ for st in $STEPS; do
     coll)
       ok=1
       : >"$OUT/coll.txt"
-      for m in "threads $NGPU" "procs $NGPU" "threads 2"; do
+      modes=("threads $NGPU" "procs $NGPU")
+      [ "$NGPU" -gt 2 ] && modes+=("threads 2")
+      for m in "${modes[@]}"; do
         LD_LIBRARY_PATH=$L timeout 150 "$P/coll_gpu" $m >"$OUT/coll-${m// /}.log" 2>&1 || ok=0
         tail -1 "$OUT/coll-${m// /}.log" >>"$OUT/coll.txt"
       done
