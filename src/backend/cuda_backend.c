@@ -703,6 +703,23 @@ void anycclCudaSlotTag(struct ncclComm* comm, int peer, uint32_t tag) {
   __atomic_store_n(&sh->err, ACU_ERR_MISMATCH, __ATOMIC_RELEASE);
 }
 
+/* The next collective number, for phase ph about to be encoded (its tag and
+ * op word carry it). Every collective phase gets its own: ranks agree on
+ * them because every rank runs the same collective phases in the same order
+ * (a group's collectives are called in one order, as in NCCL), whatever
+ * send/recv phases each rank's plan also holds; those get 0, unnumbered.
+ * One number per plan instead would be wrong: ranks run a plan's phases as
+ * separate kernels, and a rank in a later phase of the plan would see a peer
+ * still in an earlier one "start this collective with another tag". */
+void anycclCudaNumberPhase(struct ncclComm* comm, const struct anycclPhase* ph) {
+  if (ph->func == FUNC_SEND) {
+    comm->cuCurCollSeq = 0;
+    return;
+  }
+  if (++comm->cuCollSeq == 0) comm->cuCollSeq = 1;
+  comm->cuCurCollSeq = comm->cuCollSeq;
+}
+
 /* ---- plan launch --------------------------------------------------------------- */
 static size_t pad8(size_t x) { return (x + 7) & ~(size_t)7; }
 _Static_assert(sizeof(struct acuPhase) % 8 == 0, "the lanes after the header hold 64-bit fields");
@@ -1079,14 +1096,9 @@ ncclResult_t anycclCudaLaunchPlan(struct ncclComm* comm, struct anycclPlan* plan
   ncclResult_t res = orderBefore(comm, stream, &capturing);
   anycclProfAdd(PROF_ORDER, t0);
   unsigned char* buf = comm->blob;
-  /* a plan of collectives only gets the next collective number (every rank
-   * launches the same ones; send/recv involve only some ranks) */
-  int coll = 1;
-  for (int p = 0; p < plan->nphases; p++) coll &= plan->phases[p].func != FUNC_SEND;
-  if (coll && ++comm->cuCollSeq == 0) comm->cuCollSeq = 1;
-  comm->cuCurCollSeq = coll ? comm->cuCollSeq : 0;
   for (int p = 0; p < plan->nphases && res == ncclSuccess; p++) {
     const struct anycclPhase* ph = &plan->phases[p];
+    anycclCudaNumberPhase(comm, ph); /* before any skip: every rank numbers every collective phase */
     if (ph->nlanes == 0 || anycclCudaSymm(comm, ph, stream, &res)) continue;
     /* send/recv: the small messages in the p2p LL kernel (cuda_p2p.c); the
      * rest, if any, here beside it, joined after */

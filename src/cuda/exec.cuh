@@ -413,6 +413,16 @@ static __device__ __forceinline__ bool opDiffers(const acuPhase* h, const acuCon
   return c != nullptr && acuOpDiffers(h->collSeq, h->sig, c->mailbox);
 }
 
+/* Thread 0 of each lane of a collective phase: this rank runs collective
+ * number collSeq with tag sig now (its op word, which peers' slow paths
+ * compare; the host's copy for the network proxy). */
+static __device__ __forceinline__ void publishOp(const acuPhase* h) {
+  if (h->collSeq == 0) return;
+  const uint64_t w = (uint64_t)h->collSeq << 32 | h->sig;
+  stVolatile(h->opWord, w);
+  if ((h->flags & ACU_FLAG_HOST_OPWORD) && blockIdx.x == 0) h->shared->opWord = w;
+}
+
 #define LL_MAX_RUN 32
 #define ANYCCL_LANE_CONNS_MAX 64 /* ANYCCL_MAX_LANE_CONNS (plan.h) */
 struct LLStep {
@@ -925,11 +935,7 @@ static __device__ void stepLane(const Blob& B, const acuLane* l) {
   }
   if (threadIdx.x == 0) {
     sStop = sLLStop = 0; /* set once: a stop ends the kernel */
-    if (h->collSeq) {
-      const uint64_t w = (uint64_t)h->collSeq << 32 | h->sig;
-      stVolatile(h->opWord, w);
-      if ((h->flags & ACU_FLAG_HOST_OPWORD) && blockIdx.x == 0) h->shared->opWord = w;
-    }
+    publishOp(h);
   }
   __syncthreads();
   char* scratch = (char*)l->scratch;
@@ -1010,6 +1016,7 @@ static __device__ void p2pLane(const Blob& B, const acuLane* l) {
   if (threadIdx.x == 0) {
     conn = h->conns[l->conn];
     sStop = sLLStop = 0; /* set once: a stop ends the kernel */
+    publishOp(h);
   }
   __syncthreads();
   acuConn* c = &conn;

@@ -144,8 +144,8 @@ struct ncclComm {
   struct acuTimeline* cuTimeline;    /* ANYCCL_CUDA_TIMELINE: host view ... */
   struct acuTimeline* cuTimelineDev; /* ... and device view, or NULL */
   int cuErrReported;
-  uint32_t cuCollSeq;             /* collectives launched (the op word's number; never 0 once used) */
-  uint32_t cuCurCollSeq;          /* the plan being encoded: its number, 0 if it holds send/recv */
+  uint32_t cuCollSeq;             /* collective phases launched (the op word's number; never 0 once used) */
+  uint32_t cuCurCollSeq;          /* the phase being encoded: its number, 0 for send/recv */
   uint32_t cuPendTag;             /* network proxy: the latest collective tag from another host, unchecked */
   int cuPendPeer;                 /* ... and its sender */
   void* cuMbxStream;             /* private non-blocking stream: async reads of the mismatch mailbox */
@@ -284,7 +284,8 @@ size_t anycclCudaSymmLL2Bytes(const struct ncclComm* comm); /* ANYCCL_CUDA_SYMM_
 size_t anycclCudaSymmLL2RootedBytes(const struct ncclComm* comm, int func); /* ANYCCL_CUDA_SYMM_LL2_ROOTED likewise */
 int anycclCudaSymmLL128(const struct ncclComm* comm);             /* two-shot kernels in LL128 lines */
 int anycclCudaNvlinkAll(const struct ncclComm* comm);             /* for comm->nvlinkAll */
-/* A collective phase's operation tag (cuda_exec.h) for the plan being launched. */
+/* Number phase ph (cuda_backend.c: each collective phase its own number, send/recv 0), then its tag (cuda_exec.h). */
+void anycclCudaNumberPhase(struct ncclComm* comm, const struct anycclPhase* ph);
 uint32_t anycclCudaPhaseTag(const struct ncclComm* comm, const struct anycclPhase* ph);
 /* The network proxy received a slot tagged `tag` from `peer` (0: none, look
  * again at the one kept): a collective tag of the collective number the GPU

@@ -315,7 +315,62 @@ static void p2pCase(struct ncclComm* comm, size_t bytes, int allPairs, size_t ma
   anycclPlanFree(plan);
 }
 
+/* Collective numbers: each collective phase of a plan gets its own, the
+ * same on every rank whatever send/recv phases a rank's plan also holds
+ * (these get none). A rank runs a plan's phases as separate kernels, and
+ * peers compare its op word (number, tag) with their own: two phases under
+ * one number would read as "another operation" to a peer one phase behind. */
+static void numberingCase(void) {
+  static const int withSend[] = {FUNC_REDUCE, FUNC_REDUCESCATTER, FUNC_SEND, FUNC_SCATTER, FUNC_ALLTOALL};
+  static const int without[] = {FUNC_REDUCE, FUNC_REDUCESCATTER, FUNC_SCATTER, FUNC_ALLTOALL};
+  struct ncclComm* a = fakeComm(4, 0, 8);
+  struct ncclComm* b = fakeComm(4, 1, 8);
+  b->cuCollSeq = a->cuCollSeq = UINT32_MAX - 2; /* the numbers wrap past 0 within the second plan */
+  for (int plan = 0; plan < 2; plan++) {
+    uint32_t numA[4], numB[4], tagA[4], tagB[4];
+    int k = 0;
+    for (int p = 0; p < 5; p++) {
+      struct anycclPhase ph;
+      memset(&ph, 0, sizeof(ph));
+      ph.func = withSend[p];
+      ph.count = 31 + (size_t)p;
+      ph.root = 3;
+      anycclCudaNumberPhase(a, &ph);
+      uint32_t tag = anycclCudaPhaseTag(a, &ph);
+      if (ph.func == FUNC_SEND) {
+        EXPECT(a->cuCurCollSeq == 0 && tag == ACU_TAG_COLL, "plan %d: a send/recv phase is unnumbered (%u, %#x)",
+               plan, a->cuCurCollSeq, tag);
+        continue;
+      }
+      numA[k] = a->cuCurCollSeq;
+      tagA[k++] = tag;
+    }
+    for (int p = 0; p < 4; p++) {
+      struct anycclPhase ph;
+      memset(&ph, 0, sizeof(ph));
+      ph.func = without[p];
+      ph.count = 31 + (size_t)(p >= 2 ? p + 1 : p); /* the same operations as rank 0's */
+      ph.root = 3;
+      anycclCudaNumberPhase(b, &ph);
+      numB[p] = b->cuCurCollSeq;
+      tagB[p] = anycclCudaPhaseTag(b, &ph);
+    }
+    for (int p = 0; p < 4; p++) {
+      EXPECT(numA[p] == numB[p] && tagA[p] == tagB[p], "plan %d phase %d: ranks number it %u/%u, tags %#x/%#x",
+             plan, p, numA[p], numB[p], tagA[p], tagB[p]);
+      EXPECT(numA[p] != 0, "plan %d phase %d: a collective phase numbered 0", plan, p);
+      if (p > 0)
+        EXPECT(numA[p] != numA[p - 1] && (tagA[p] >> 22 & 0xff) != (tagA[p - 1] >> 22 & 0xff),
+               "plan %d: phases %d and %d share number %u (tags %#x, %#x)", plan, p - 1, p, numA[p], tagA[p - 1],
+               tagA[p]);
+    }
+  }
+  freeComm(a);
+  freeComm(b);
+}
+
 int main(void) {
+  numberingCase();
   const size_t small = ACU_BLOB_SMALL, large = ACU_BLOB_LARGE, n = 4;
   for (int r = 0; r < (int)n; r++) {
     struct ncclComm* comm = fakeComm((int)n, r, 128);
