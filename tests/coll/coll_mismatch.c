@@ -85,6 +85,13 @@ static const case_t cases[] = {
     {"ok_bc", BC, {20000, 20000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {1, 1}, NULL},
     {"ok_sendrecv", SR, {3 << 17, 3 << 17}, {ncclUint8, ncclUint8}, {ncclSum, ncclSum}, {0, 0}, NULL},
     {"ok_sendrecv_ll", SR, {1000, 1000}, {ncclUint8, ncclUint8}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    /* grp_*: a group of a matching in-place all-reduce of 1000 floats and
+     * then the case's call: each collective of a group has its own number,
+     * so the second's mismatch is found though the first matches */
+    {"grp_ar_ring", AR, {20000, 24000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"grp_scatter", SC, {40000, 48000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {1, 1}, NULL},
+    {"ok_grp_ring", AR, {20000, 20000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, NULL},
+    {"ok_grp_scatter", SC, {40000, 40000}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {1, 1}, NULL},
     /* ranks > 0 arrive 0.7 s late (rank 0 stalls: across hosts it sends its
      * signature, which the others must skip), then a direct all-reduce over
      * the connections that carried it */
@@ -213,6 +220,16 @@ static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
   unsigned char* d = rb.data;
   int late = strcmp(c->name, "ok_late") == 0;
   if (late && rank > 0) usleep(700000);
+  const int grp = strstr(c->name, "grp_") != NULL;
+  buf_t pb;
+  if (grp) {
+    float pre[1000];
+    for (int i = 0; i < 1000; i++) pre[i] = (float)(rank + 1 + i % 7);
+    bufAlloc(&pb, sizeof(pre), (const unsigned char*)pre);
+    if (ncclGroupStart() != ncclSuccess) fail("rank %d: ncclGroupStart", rank);
+    r = ncclAllReduce(pb.data, pb.data, 1000, ncclFloat, ncclSum, comm, stream);
+    if (r != ncclSuccess) fail("rank %d: %s: the group's all-reduce returned %s", rank, c->name, ncclGetErrorString(r));
+  }
   switch (c->func) {
     case AR: r = ncclAllReduce(s, d, count, c->type[v], c->op[v], comm, stream); break;
     case BC: r = ncclBroadcast(s, d, count, c->type[v], c->root[v], comm, stream); break;
@@ -226,6 +243,10 @@ static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
       r = rank == 0 ? ncclSend(s, count, c->type[v], 1, comm, stream)
           : rank == 1 ? ncclRecv(d, count, c->type[v], 0, comm, stream) : ncclSuccess;
       break;
+  }
+  if (grp) {
+    ncclResult_t g = ncclGroupEnd();
+    if (r == ncclSuccess) r = g;
   }
   int control = strncmp(c->name, "ok_", 3) == 0;
   if (r != ncclSuccess && (control || r != ncclInvalidUsage))
@@ -275,6 +296,14 @@ static void rankRun(const case_t* c, int rank, const ncclUniqueId* id) {
       else want = got;
       if (got != want) fail("rank %d: %s: element %zu is %g, expected %g", rank, c->name, i, got, want);
     }
+  }
+  if (grp) { /* the group's all-reduce: guards always, the sum where the group matched */
+    float* pre = (float*)bufCheck(&pb, rank, "the group's all-reduce buffer");
+    for (int i = 0; control && i < 1000; i++)
+      if (pre[i] != (float)(n * (n + 1) / 2 + n * (i % 7)))
+        fail("rank %d: %s: the group's all-reduce element %d is %g", rank, c->name, i, pre[i]);
+    free(pre);
+    bufFree(&pb);
   }
   free(out);
   free(in);

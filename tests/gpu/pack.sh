@@ -33,7 +33,7 @@ cmake --build "$BUILD" -j "$JOBS"
 mkdir -p "$PACK/gpu-work"
 cmake --install "$BUILD" --prefix "$PACK/prefix" > /dev/null
 rm -f "$PACK"/prefix/lib/libanyccl-cpu*
-cp "$BUILD/tests/coll/coll_gpu" "$PACK/"
+cp "$BUILD/tests/coll/coll_gpu" "$BUILD/tests/coll/coll_mismatch_gpu" "$PACK/"
 cc -O2 -std=gnu11 -I"$CUDA_HOME/include" tests/gpu/enqueue_probe.c -o "$PACK/enqueue_probe" \
    -L"$CUDA_HOME/lib64" -lnccl -lcudart_static -lpthread -ldl -lrt
 cc -O2 -std=gnu11 -I"$CUDA_HOME/include" tests/gpu/net_bench.c -o "$PACK/net_bench" \
@@ -65,7 +65,8 @@ ln -sfn nt-nccl "$PACK/gpu-work/nt-anyccl"
 #   gpupack/session/nt-mpi      all_reduce_perf and alltoall_perf with MPI=1 (when mpicc is here)
 #   gpupack/session/nt-devapi-mpi  the same against anyccl's headers (tests/gpu/gin_hosts.sh)
 #   gpupack/session/llmix, bidir_port_channel (the example built with nvcc: GPU kernels), port_order,
-#                               coll_gpu (anyccl's differential suite, tests/coll/coll_test.c)
+#                               coll_gpu (anyccl's differential suite, tests/coll/coll_test.c),
+#                               coll_mismatch_gpu (tests/coll/coll_mismatch.c: ranks that disagree)
 #   gpupack/session.tgz         all of it (carry it; tests/gpu/session.sh unpacks it)
 #   gpupack/sass-guard.txt      tests/gpu/sass_guard.sh: nt-devapi's device-API kernels
 #                               against nt's, loop by loop (printed when worse;
@@ -101,7 +102,7 @@ if [ "${PACK_DEVAPI:-0}" = 1 ]; then
      -L"$S/prefix/lib" -lnccl -o "$S/bidir_port_channel"
   "$CUDA_HOME/bin/nvcc" -std=c++17 $GEN -O2 -I"$S/prefix/include" tests/gpu/port_order.cu \
      -L"$S/prefix/lib" -lnccl -o "$S/port_order"
-  cp "$PACK/coll_gpu" "$S/coll_gpu" # (the differential suite: session.sh's coll step)
+  cp "$PACK/coll_gpu" "$PACK/coll_mismatch_gpu" "$S/" # (the differential suite and the mismatch cases: session.sh's coll step)
   for d in nt nt-devapi nt-mpi nt-devapi-mpi; do
     [ -d "$S/$d" ] || continue
     find "$S/$d" -name '*.o' -delete

@@ -13,7 +13,8 @@
 #           shifted buffers: LLMIX_LARGE, LLMIX_SHIFT)
 #   coll    anyccl's differential suite (tests/coll/coll_test.c, every collective,
 #           type and op against a host reference, grouped and on several
-#           streams): threads and procs on NGPU GPUs, threads on 2
+#           streams): threads and procs on NGPU GPUs, threads on 2; coll_mismatch_gpu
+#           (ranks that call different operations) on 2 and NGPU
 #   devapi  tests/gpu/devapi.sh with the packed builds: nccl-tests' -R 2 -D 1..4
 #           runs with -c 1 on 2 and 4 GPUs, devapi_procs, import torch,
 #           torch.distributed
@@ -79,6 +80,14 @@ for st in $STEPS; do
         LD_LIBRARY_PATH=$L timeout 150 "$P/coll_gpu" $m >"$OUT/coll-${m// /}.log" 2>&1 || ok=0
         tail -1 "$OUT/coll-${m// /}.log" >>"$OUT/coll.txt"
       done
+      # ranks that disagree (every case must end in ncclInvalidUsage, bounded, no stray write)
+      if [ -x "$P/coll_mismatch_gpu" ]; then
+        for m in "threads 2" "threads $NGPU" "procs 2"; do
+          MISMATCH_NRANKS=${m#* } LD_LIBRARY_PATH=$L timeout 300 "$P/coll_mismatch_gpu" ${m% *} all \
+            >"$OUT/mismatch-${m// /}.log" 2>&1 || ok=0
+          tail -1 "$OUT/mismatch-${m// /}.log" >>"$OUT/coll.txt"
+        done
+      fi
       [ $ok = 1 ] && step coll PASS "$(tr '\n' ';' <"$OUT/coll.txt")" || step coll FAIL "$(tr '\n' ';' <"$OUT/coll.txt")"
       ;;
     devapi)
