@@ -15,6 +15,10 @@
 //            in memory of cudaMalloc's (tests/gpu/micro/wordkern.cu's kernel, here with the
 //            library's communicators and threads alive)
 //   wordw    the same in the rank's send buffer (ncclMemAlloc's memory, registered as a window)
+//   wordr    the same in the device communicator's resource buffer (where the barriers' words live;
+//            the word stored back unchanged: the first words of the barrier buffer)
+//   sess     the session made and dropped in a kernel of its own (against `session`: the code
+//            around it in the all-modes kernel)
 // Each cell: a CUDA graph of `kernels` kernels a GPU, one process driving n GPUs, timed with
 // events on GPU 0, the median of 7 launches.
 //   nvcc -O3 -arch=sm_90 -std=c++17 -I<nccl.h and nccl_device.h> lsakern.cu -L<lib> -lnccl -o lsakern
@@ -64,6 +68,17 @@ __global__ void word(unsigned* w) {
   unsigned v;
   asm volatile("ld.relaxed.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p));
   if (threadIdx.x == 0) asm volatile("st.relaxed.gpu.u32 [%0], %1;" ::"l"(p), "r"(v + 1));
+}
+
+__global__ void wordres(ncclDevComm dc) {
+  unsigned* p = (unsigned*)ncclGetResourceBufferLocalPointer(dc, dc.lsaBarrier.bufHandle) + blockIdx.x;
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  if (threadIdx.x == 0) asm volatile("st.relaxed.gpu.u32 [%0], %1;" ::"l"(p), "r"(v));
+}
+
+__global__ void sess(ncclDevComm dc) {
+  ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
 }
 
 static int threadCount() { // this process's threads (the libraries' helpers included)
@@ -130,12 +145,13 @@ int main(int argc, char** argv) {
   printf("lsakern: %d GPUs, %d blocks, %d barriers, peer access %s, %d threads, us a kernel (median of 7 graphs "
          "of %d)\n", n, blocks, nbar, peerEnv && atoi(peerEnv) ? "enabled first" : "as the library leaves it",
          threadCount(), KERNELS);
-  printf("%8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "bytes", "launch", "session", "sync", "barrier", "data", "all",
-         "loop", "word", "wordw");
-  const int modes[] = {0, 4, 8, 1, 2, 3, 16, 100, 101}; // the columns (100, 101: the word kernel)
+  printf("%8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "bytes", "launch", "session", "sync", "barrier", "data",
+         "all", "loop", "word", "wordw", "wordr", "sess");
+  const int modes[] = {0, 4, 8, 1, 2, 3, 16, 100, 101, 102, 103}; // the columns (100-102: word kernels, 103: sess)
+  const int NCOL = (int)(sizeof(modes) / sizeof(modes[0]));
   for (size_t count : counts) {
-    float us[9];
-    for (int col = 0; col < 9; col++) {
+    float us[sizeof(modes) / sizeof(modes[0])];
+    for (int col = 0; col < NCOL; col++) {
       const int mode = modes[col];
       cudaGraphExec_t ge[MAXG];
       for (int g = 0; g < n; g++) {
@@ -143,7 +159,9 @@ int main(int argc, char** argv) {
         cudaGraph_t gr;
         CK(cudaStreamBeginCapture(st[g], cudaStreamCaptureModeThreadLocal));
         for (int k = 0; k < KERNELS; k++)
-          if (mode >= 100) word<<<blocks, 512, 0, st[g]>>>((unsigned*)(mode == 100 ? wb[g] : sb[g]));
+          if (mode == 103) sess<<<blocks, 512, 0, st[g]>>>(dev[g]);
+          else if (mode == 102) wordres<<<blocks, 512, 0, st[g]>>>(dev[g]);
+          else if (mode >= 100) word<<<blocks, 512, 0, st[g]>>>((unsigned*)(mode == 100 ? wb[g] : sb[g]));
           else part<<<blocks, 512, 0, st[g]>>>(sw[g], rw[g], count, mode, dev[g]);
         CK(cudaStreamEndCapture(st[g], &gr));
         CK(cudaGraphInstantiate(&ge[g], gr, 0));
@@ -166,8 +184,9 @@ int main(int argc, char** argv) {
       us[col] = t[4] * 1e3f / KERNELS / (mode == 16 ? 2 * LOOP : 1);
       for (int g = 0; g < n; g++) CK(cudaGraphExecDestroy(ge[g]));
     }
-    printf("%8zu %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f\n", count * sizeof(float), us[0], us[1], us[2],
-           us[3], us[4], us[5], us[6], us[7], us[8]);
+    printf("%8zu", count * sizeof(float));
+    for (int col = 0; col < NCOL; col++) printf(" %8.3f", us[col]);
+    printf("\n");
   }
   for (int g = 0; g < n; g++) NK(ncclDevCommDestroy(comms[g], &dev[g]));
   NK(ncclGroupStart());
