@@ -675,8 +675,8 @@ void anycclCudaPoisoned(struct ncclComm* comm, int peer) {
   __atomic_store_n(&comm->cuShared->err, ACU_ERR_POISONED, __ATOMIC_RELEASE);
 }
 
-/* The 8-bit collective-number field of a tag: 1-255 (0 marks a group that
- * holds send/recv, whose number the ranks do not share). */
+/* The 8-bit collective-number field of a tag: 1-255 (0: a send/recv phase,
+ * which has no number). */
 static uint32_t numField(uint32_t collSeq) { return collSeq ? (collSeq - 1) % 255 + 1 : 0; }
 
 uint32_t anycclCudaPhaseTag(const struct ncclComm* comm, const struct anycclPhase* ph) {

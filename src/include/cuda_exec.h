@@ -174,7 +174,7 @@ struct acuPhase {
   uint32_t seq;        /* launch number (timeline records) */
   uint32_t sig;        /* collective's tag (ACU_TAG_COLL | hash); p2p lanes: per op */
   uint64_t* opWord;    /* this rank's op word (its segment), written by each steps lane at start */
-  uint32_t collSeq;    /* collective number (1, 2, ...; same on every rank); 0: not a pure collective */
+  uint32_t collSeq;    /* collective phase number (1, 2, ...; same on every rank); 0: send/recv */
   uint32_t pad32;
   /* then: struct acuLaneWire[nlanes], struct acuShape[nshapes],
    * struct acuStep[nsteps] (padded to 8), uint16_t conns[nconns] (padded
