@@ -320,6 +320,30 @@ static void p2pCase(struct ncclComm* comm, size_t bytes, int allPairs, size_t ma
  * (these get none). A rank runs a plan's phases as separate kernels, and
  * peers compare its op word (number, tag) with their own: two phases under
  * one number would read as "another operation" to a peer one phase behind. */
+/* Numbers plan `funcs` on comm as the launch does, phase by phase: the
+ * collective phases' numbers and tags into num/tag; returns how many. A
+ * phase's count follows from its function, so that ranks agree on it. */
+static int numberPlan(struct ncclComm* comm, const int* funcs, int n, uint32_t* num, uint32_t* tag, int plan) {
+  int k = 0;
+  for (int p = 0; p < n; p++) {
+    struct anycclPhase ph;
+    memset(&ph, 0, sizeof(ph));
+    ph.func = funcs[p];
+    ph.count = 31 + (size_t)funcs[p];
+    ph.root = 3;
+    anycclCudaNumberPhase(comm, &ph);
+    uint32_t t = anycclCudaPhaseTag(comm, &ph);
+    if (ph.func == FUNC_SEND) {
+      EXPECT(comm->cuCurCollSeq == 0 && t == ACU_TAG_COLL, "plan %d: a send/recv phase is unnumbered (%u, %#x)", plan,
+             comm->cuCurCollSeq, t);
+      continue;
+    }
+    num[k] = comm->cuCurCollSeq;
+    tag[k++] = t;
+  }
+  return k;
+}
+
 static void numberingCase(void) {
   static const int withSend[] = {FUNC_REDUCE, FUNC_REDUCESCATTER, FUNC_SEND, FUNC_SCATTER, FUNC_ALLTOALL};
   static const int without[] = {FUNC_REDUCE, FUNC_REDUCESCATTER, FUNC_SCATTER, FUNC_ALLTOALL};
@@ -327,34 +351,9 @@ static void numberingCase(void) {
   struct ncclComm* b = fakeComm(4, 1, 8);
   b->cuCollSeq = a->cuCollSeq = UINT32_MAX - 2; /* the numbers wrap past 0 within the second plan */
   for (int plan = 0; plan < 2; plan++) {
-    uint32_t numA[4], numB[4], tagA[4], tagB[4];
-    int k = 0;
-    for (int p = 0; p < 5; p++) {
-      struct anycclPhase ph;
-      memset(&ph, 0, sizeof(ph));
-      ph.func = withSend[p];
-      ph.count = 31 + (size_t)p;
-      ph.root = 3;
-      anycclCudaNumberPhase(a, &ph);
-      uint32_t tag = anycclCudaPhaseTag(a, &ph);
-      if (ph.func == FUNC_SEND) {
-        EXPECT(a->cuCurCollSeq == 0 && tag == ACU_TAG_COLL, "plan %d: a send/recv phase is unnumbered (%u, %#x)",
-               plan, a->cuCurCollSeq, tag);
-        continue;
-      }
-      numA[k] = a->cuCurCollSeq;
-      tagA[k++] = tag;
-    }
-    for (int p = 0; p < 4; p++) {
-      struct anycclPhase ph;
-      memset(&ph, 0, sizeof(ph));
-      ph.func = without[p];
-      ph.count = 31 + (size_t)(p >= 2 ? p + 1 : p); /* the same operations as rank 0's */
-      ph.root = 3;
-      anycclCudaNumberPhase(b, &ph);
-      numB[p] = b->cuCurCollSeq;
-      tagB[p] = anycclCudaPhaseTag(b, &ph);
-    }
+    uint32_t numA[5], numB[5], tagA[5], tagB[5];
+    int ka = numberPlan(a, withSend, 5, numA, tagA, plan), kb = numberPlan(b, without, 4, numB, tagB, plan);
+    EXPECT(ka == 4 && kb == 4, "plan %d: %d and %d collective phases", plan, ka, kb);
     for (int p = 0; p < 4; p++) {
       EXPECT(numA[p] == numB[p] && tagA[p] == tagB[p], "plan %d phase %d: ranks number it %u/%u, tags %#x/%#x",
              plan, p, numA[p], numB[p], tagA[p], tagB[p]);
